@@ -17,7 +17,17 @@ export default tseslint.config(
   {
     files: ['src/core/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['node:*', '../*/**', '!../core/**'], message: 'core/ is pure: no I/O and no upward imports (DESIGN.md).' }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['node:*', '../*/**', '!../core/**'],
+              message: 'core/ is pure: no I/O and no upward imports (DESIGN.md).',
+            },
+          ],
+        },
+      ],
     },
   },
 );

@@ -92,7 +92,8 @@ export class ResourceSyncError extends Error {
 function formatMessage(message: string, where: ErrorLocation): string {
   const parts: string[] = [];
   if (where.url !== undefined) parts.push(where.url);
-  if (where.line !== undefined) parts.push(where.column === undefined ? `line ${where.line}` : `line ${where.line}:${where.column}`);
+  if (where.line !== undefined)
+    parts.push(where.column === undefined ? `line ${where.line}` : `line ${where.line}:${where.column}`);
   if (where.entry !== undefined) parts.push(`entry ${where.entry}`);
   if (where.element !== undefined) parts.push(`<${where.element}>`);
   return parts.length === 0 ? message : `${message} (${parts.join(', ')})`;

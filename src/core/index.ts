@@ -1,0 +1,8 @@
+/**
+ * The standard's vocabulary: model, constants, errors, datetimes, hashes and validation rules. Pure: no I/O.
+ *
+ * @module
+ */
+export * from './constants.js';
+export * from './errors.js';
+export * from './model.js';
