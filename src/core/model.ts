@@ -210,3 +210,26 @@ export function capabilityOf(kind: DocumentKind): string | undefined {
 export function rootOf(kind: DocumentKind): RootElement {
   return kind.endsWith('-index') ? 'sitemapindex' : 'urlset';
 }
+
+/** Namespace declarations every document gets: Sitemap as default namespace, ResourceSync as `rs`. */
+export function defaultNamespaces(): Record<string, string> {
+  return { '': 'http://www.sitemaps.org/schemas/sitemap/0.9', rs: 'http://www.openarchives.org/rs/terms/' };
+}
+
+/**
+ * A header for a new document of `kind`: the right root element, `capability` set in the root `rs:md`
+ * (none for notification payloads, N-§4), the default namespaces.
+ *
+ * @example
+ * ```ts
+ * const header = createHeader('resource-list', { at: formatDatetime(Date.now()) }, [{ rel: 'up', href: capUrl }]);
+ * ```
+ */
+export function createHeader(kind: DocumentKind, md: Metadata = {}, links: Link[] = []): DocumentHeader {
+  const capability = capabilityOf(kind);
+  const isPayload = kind === 'change-notification' || kind === 'framework-notification';
+  const header: DocumentHeader = { root: rootOf(kind), kind, links, namespaces: defaultNamespaces() };
+  if (!isPayload && capability !== undefined) header.md = { capability, ...md };
+  else if (Object.keys(md).length > 0) header.md = { ...md };
+  return header;
+}
