@@ -6,3 +6,5 @@
 export * from './constants.js';
 export * from './errors.js';
 export * from './model.js';
+export * from './datetime.js';
+export * from './hash.js';
