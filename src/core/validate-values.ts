@@ -1,0 +1,116 @@
+/**
+ * Checks of single attribute values used by the validator (`validate.ts`): URIs, media types, paths, hashes,
+ * relation types. Pure functions, no state.
+ *
+ * @module
+ */
+import { HASH_ALGORITHMS } from './constants.js';
+import { isHexDigest, isKnownHashAlgorithm } from './hash.js';
+
+const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:./s;
+
+/** True when `uri` starts with a scheme (RFC 3986 §3.1) followed by something: an absolute URI. */
+export function isAbsoluteUri(uri: string): boolean {
+  return SCHEME.test(uri);
+}
+
+// Whitespace, controls and the characters RFC 3986 never allows unescaped (non-ASCII is left to IRIs).
+const BAD_URI_CHARS = /[\u0000-\u0020\u007f<>"{}|\\^`]/;
+
+/** True when `uri` holds whitespace, a control character or one of `<>"{}|\^`` (they must be escaped). */
+export function hasInvalidUriChars(uri: string): boolean {
+  return BAD_URI_CHARS.test(uri);
+}
+
+const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+";
+const MEDIA_TYPE = new RegExp(`^${TOKEN}/${TOKEN}(?:[ \\t]*;[ \\t]*${TOKEN}=(?:${TOKEN}|"(?:[^"\\\\]|\\\\.)*"))*$`);
+
+/** True when `type` is a media type `type/subtype` with optional `; name=value` parameters (RFC 7231 §3.1.1.1). */
+export function isMediaType(type: string): boolean {
+  return MEDIA_TYPE.test(type);
+}
+
+/** True when a package path is safe to unpack: no `.`, `..` or empty segment, no backslash, no NUL. */
+export function isSafePath(path: string): boolean {
+  if (path.includes('\\') || path.includes('\u0000')) return false;
+  const segments = path.split('/');
+  // The leading '/' gives one empty first segment; any other empty, '.' or '..' segment is refused.
+  for (let i = 1; i < segments.length; i++) {
+    const s = segments[i];
+    if (s === '' || s === '.' || s === '..') return false;
+  }
+  return true;
+}
+
+/** One problem found in a hash attribute. */
+export interface HashProblem {
+  readonly code: 'hash-invalid' | 'hash-digest-invalid' | 'hash-algorithm-unknown';
+  readonly message: string;
+}
+
+/** Every problem of a hash attribute value (an empty list when it is fine). */
+export function checkHashAttribute(value: string): HashProblem[] {
+  const problems: HashProblem[] = [];
+  const seen = new Set<string>();
+  let items = 0;
+  for (const item of value.split(/\s+/)) {
+    if (item === '') continue;
+    items++;
+    const colon = item.indexOf(':');
+    if (colon <= 0) {
+      problems.push({ code: 'hash-invalid', message: `hash item ${quote(item)} is not algorithm:hexdigest` });
+      continue;
+    }
+    const alg = item.slice(0, colon).toLowerCase();
+    const hex = item.slice(colon + 1);
+    if (seen.has(alg)) problems.push({ code: 'hash-invalid', message: `hash algorithm ${alg} given twice` });
+    seen.add(alg);
+    if (!isKnownHashAlgorithm(alg)) {
+      problems.push({
+        code: 'hash-algorithm-unknown',
+        message: `hash algorithm ${quote(alg)} is not one of ${Object.keys(HASH_ALGORITHMS).join(', ')}`,
+      });
+      if (!isHexDigest(alg, hex))
+        problems.push({ code: 'hash-digest-invalid', message: `${alg} digest ${quote(hex)} is not hex` });
+    } else if (!isHexDigest(alg, hex)) {
+      problems.push({
+        code: 'hash-digest-invalid',
+        message: `${alg} digest ${quote(hex)} is not ${HASH_ALGORITHMS[alg]} hex digits`,
+      });
+    }
+  }
+  if (items === 0) problems.push({ code: 'hash-invalid', message: 'empty hash attribute' });
+  return problems;
+}
+
+/**
+ * Relation types of the IANA Link Relation Types registry (as of 2024), plus `describes` and `profile` the
+ * standard uses. A rel outside this set that is not a URI gets a warning only: the registry grows.
+ */
+export const IANA_RELATIONS: ReadonlySet<string> = new Set(
+  (
+    'about acl alternate amphtml appendix apple-touch-icon apple-touch-startup-image archives author ' +
+    'blocked-by bookmark c2pa-manifest canonical chapter cite-as collection compression-dictionary contents ' +
+    'convertedfrom copyright create-form current describedby describes disclosure dns-prefetch duplicate edit ' +
+    'edit-form edit-media enclosure external first geofeed glossary help hosts hub ice-server icon index ' +
+    'intervalafter intervalbefore intervalcontains intervaldisjoint intervalduring intervalequals ' +
+    'intervalfinishedby intervalfinishes intervalin intervalmeets intervalmetby intervaloverlappedby ' +
+    'intervaloverlaps intervalstartedby intervalstarts item last latest-version license linkset lrdd manifest ' +
+    'mask-icon me media-feed memento micropub modulepreload monitor monitor-group next next-archive nofollow ' +
+    'noopener noreferrer opener openid2.local_id openid2.provider original p3pv1 payment pingback preconnect ' +
+    'predecessor-version prefetch preload prerender prev prev-archive preview previous privacy-policy profile ' +
+    'publication related replies restconf ruleinput search section self service service-desc service-doc ' +
+    'service-meta sip-trunking-capability sponsored start status stylesheet subsection successor-version sunset ' +
+    'tag terms-of-service timegate timemap type ugc up version-history via webmention working-copy working-copy-of'
+  ).split(' '),
+);
+
+/** True when `rel` is an IANA-registered relation type (case-insensitive) or an absolute URI (RFC 8288 §2.1). */
+export function isKnownRelation(rel: string): boolean {
+  return IANA_RELATIONS.has(rel.toLowerCase()) || isAbsoluteUri(rel);
+}
+
+/** `JSON.stringify` of a value cut to 80 characters, for messages (bounded whatever the input). */
+export function quote(value: string): string {
+  return JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value);
+}

@@ -1,0 +1,926 @@
+/**
+ * The validator: every rule of ResourceSync 1.1 (ANSI/NISO Z39.99-2017) and of the Notification draft 0.8 that
+ * can be checked on one document, reported as a list of issues (it never stops at the first). The rules, their
+ * codes, severities and sections are listed in {@link RULES} (`rules.ts`).
+ *
+ * Streaming: {@link createValidator} takes the document header, then the entries one at a time, and keeps only
+ * bounded state: counters, the previous datetime (chronological order), the first package type, the set of
+ * capabilities of a Capability List (at most 1,000), and the set of `<loc>` values for the duplicate check, which
+ * is kept for the first `maxTrackedLocs` (default 50,000) entries only; later entries are not checked for
+ * duplicates. Issues are kept up to `maxIssues` (default 1,000); later ones are only counted. Memory is
+ * therefore O(maxTrackedLocs × loc length + maxIssues), whatever the size of the document.
+ *
+ * @example
+ * ```ts
+ * const stream = await openDocument(fileSource('changelist.xml'));
+ * const result = await validateStream(stream);
+ * for (const i of result.issues) console.log(`${i.line}: ${i.severity} ${i.code} ${i.message} (${i.section})`);
+ * ```
+ *
+ * @module
+ */
+import { CHANGE_FREQUENCIES, CHANGE_TYPES, CAPABILITIES, MAX_ENTRIES, RELATIONS, RS_NS } from './constants.js';
+import { parseDatetime } from './datetime.js';
+import { ResourceSyncError } from './errors.js';
+import type {
+  DocumentHeader,
+  DocumentKind,
+  Entry,
+  ExtensionAttribute,
+  ExtensionElement,
+  Link,
+  Metadata,
+  ResourceSyncDocument,
+} from './model.js';
+import { notificationKind } from './model.js';
+import { RULES_BY_CODE, type RuleCode, type Severity } from './rules.js';
+import {
+  checkHashAttribute,
+  hasInvalidUriChars,
+  isAbsoluteUri,
+  isKnownRelation,
+  isMediaType,
+  isSafePath,
+  quote,
+} from './validate-values.js';
+
+/** One problem found in a document. */
+export interface ValidationIssue {
+  /** A rule code of {@link RULES}, or the `ResourceSyncError` code of a document that could not be read. */
+  readonly code: string;
+  readonly severity: Severity;
+  readonly message: string;
+  /** Section of the standard the issue enforces, e.g. `§12.1`, `App. A`, `N-§4`. */
+  readonly section: string;
+  /** 1-based number of the entry (`<url>` / `<sitemap>`) the issue is about; absent for document-level issues. */
+  readonly entry?: number;
+  /** 1-based line, when the reader recorded it. */
+  readonly line?: number;
+  /** Element the issue is about, e.g. `rs:md`, `rs:ln`, `loc`, `urlset`. */
+  readonly element?: string;
+  /** Attribute the issue is about, e.g. `at`, `hash`. */
+  readonly attribute?: string;
+}
+
+/** Options of {@link createValidator}. */
+export interface ValidateOptions {
+  /** The kind the caller expects (e.g. from where it found the link); a different kind is an error. */
+  readonly expectedKind?: DocumentKind;
+  /** Maximum number of entries in one document (§7: 50,000). */
+  readonly maxEntries?: number;
+  /** Issues kept in the result (default 1,000); later ones are counted in `suppressed`. */
+  readonly maxIssues?: number;
+  /** Entries whose `<loc>` is remembered for the duplicate check (default 50,000). */
+  readonly maxTrackedLocs?: number;
+}
+
+/** The outcome of validating one document. */
+export interface ValidationResult {
+  /** The kind of the document (a notification payload is recognised from its entries). */
+  readonly kind: DocumentKind;
+  /** Number of entries seen. */
+  readonly entries: number;
+  /** Issues in document order (document-level ones first), at most `maxIssues`. */
+  readonly issues: ValidationIssue[];
+  /** Numbers of errors and warnings found, including those not kept. */
+  readonly errors: number;
+  readonly warnings: number;
+  /** Issues found but not kept because of `maxIssues`. */
+  readonly suppressed: number;
+  /** True when no error was found (warnings allowed). */
+  readonly valid: boolean;
+}
+
+/** A streaming validator: feed the entries in order, then call `finish`. */
+export interface DocumentValidator {
+  /** Checks one entry; `index` is its 0-based position (defaults to the number of entries seen so far). */
+  entry(entry: Entry, index?: number): void;
+  /** Reports an issue found outside the model, e.g. a read error in the middle of the document. */
+  report(issue: ValidationIssue): void;
+  /** Document-level checks that need every entry, and the result. Call once. */
+  finish(): ValidationResult;
+}
+
+/** What each document kind requires; see §8–§13, Appendix A (Table 4) and the Notification draft. */
+interface Profile {
+  readonly name: string;
+  /** Section of the document kind. */
+  readonly section: string;
+  /** Mandatory root time attribute (App. A): `at` for snapshots, `from` for changes. */
+  readonly rootTime: 'at' | 'from' | 'none';
+  /** Child time attributes (App. A): which may be used on entries. */
+  readonly childTime: 'at' | 'from' | 'none';
+  /** App. A: child `from` recommended. */
+  readonly childFromRecommended: boolean;
+  readonly up: 'mandatory' | 'unexpected';
+  readonly rootDescribedby: boolean;
+  readonly entryMd: 'mandatory' | 'optional';
+  /** Entries carry change (mandatory) and datetime. */
+  readonly changes: boolean;
+  readonly path: 'mandatory' | 'unless-deleted' | 'not-used';
+  readonly capability: 'description' | 'capabilitylist' | 'framework' | 'not-used';
+  readonly order: 'datetime' | 'from' | 'from-should' | 'none';
+  readonly duplicateLoc: boolean;
+  readonly packages: boolean;
+  readonly typeRecommended: boolean;
+  readonly noRootMd: boolean;
+}
+
+const BASE: Profile = {
+  name: '',
+  section: '§7',
+  rootTime: 'none',
+  childTime: 'none',
+  childFromRecommended: false,
+  up: 'mandatory',
+  rootDescribedby: false,
+  entryMd: 'optional',
+  changes: false,
+  path: 'not-used',
+  capability: 'not-used',
+  order: 'none',
+  duplicateLoc: false,
+  packages: false,
+  typeRecommended: false,
+  noRootMd: false,
+};
+
+function profile(name: string, section: string, p: Partial<Profile>): Profile {
+  return { ...BASE, name, section, ...p };
+}
+
+const PROFILES: Readonly<Record<string, Profile>> = {
+  'source-description': profile('Source Description', '§8', {
+    up: 'unexpected',
+    rootDescribedby: true,
+    capability: 'description',
+    duplicateLoc: true,
+  }),
+  'source-description-index': profile('Source Description Index', '§8', { up: 'unexpected', duplicateLoc: true }),
+  'capability-list': profile('Capability List', '§9', {
+    rootDescribedby: true,
+    entryMd: 'mandatory',
+    capability: 'capabilitylist',
+  }),
+  'capability-list-index': profile('Capability List Index', '§9', {}),
+  'resource-list': profile('Resource List', '§10.1', { rootTime: 'at', duplicateLoc: true }),
+  'resource-list-index': profile('Resource List Index', '§10.2', {
+    rootTime: 'at',
+    childTime: 'at',
+    duplicateLoc: true,
+  }),
+  'resource-dump': profile('Resource Dump', '§11.1', { rootTime: 'at', childTime: 'at', packages: true }),
+  'resource-dump-index': profile('Resource Dump Index', '§11.1', { rootTime: 'at', childTime: 'at' }),
+  'resource-dump-manifest': profile('Resource Dump Manifest', '§11.2', {
+    rootTime: 'at',
+    entryMd: 'mandatory',
+    path: 'mandatory',
+    typeRecommended: true,
+    duplicateLoc: true,
+  }),
+  'change-list': profile('Change List', '§12.1', {
+    rootTime: 'from',
+    entryMd: 'mandatory',
+    changes: true,
+    order: 'datetime',
+  }),
+  'change-list-index': profile('Change List Index', '§12.2', {
+    rootTime: 'from',
+    childTime: 'from',
+    childFromRecommended: true,
+    order: 'from',
+  }),
+  'change-dump': profile('Change Dump', '§13.1', {
+    rootTime: 'from',
+    childTime: 'from',
+    childFromRecommended: true,
+    order: 'from-should',
+    packages: true,
+  }),
+  'change-dump-index': profile('Change Dump Index', '§13.1', {
+    rootTime: 'from',
+    childTime: 'from',
+    childFromRecommended: true,
+    order: 'from-should',
+  }),
+  'change-dump-manifest': profile('Change Dump Manifest', '§13.2', {
+    rootTime: 'from',
+    entryMd: 'mandatory',
+    changes: true,
+    path: 'unless-deleted',
+    typeRecommended: true,
+    order: 'datetime',
+  }),
+  'change-notification': profile('change notification', 'N-§4', {
+    entryMd: 'mandatory',
+    changes: true,
+    noRootMd: true,
+  }),
+  'framework-notification': profile('framework notification', 'N-§5', {
+    entryMd: 'mandatory',
+    changes: true,
+    capability: 'framework',
+    noRootMd: true,
+  }),
+};
+
+/** Capabilities a Capability List may advertise (§9; N-§3 adds the notification channels). */
+const CAPABILITY_LIST_ENTRIES = new Set([
+  'resourcelist',
+  'resourcedump',
+  'changelist',
+  'changedump',
+  'change-notification',
+  'framework-notification',
+]);
+/** Capabilities never advertised in a Capability List: documents above it or inside packages. */
+const NOT_IN_CAPABILITY_LIST = new Set([
+  'description',
+  'capabilitylist',
+  'resourcedump-manifest',
+  'changedump-manifest',
+]);
+/** Framework notification change types by capability (N-§2.1, Table 2.1). */
+const FRAMEWORK_CHANGES: Readonly<Record<string, readonly string[]>> = {
+  resourcelist: ['created'],
+  resourcedump: ['created'],
+  changelist: ['created', 'updated'],
+  changedump: ['created', 'updated'],
+  capabilitylist: ['created', 'updated', 'deleted'],
+  description: ['created', 'updated', 'deleted'],
+};
+/** Root capabilities without an index form (§7: only the four capability documents have indexes; §8, §9). */
+const NO_INDEX = new Set([
+  'resourcedump-manifest',
+  'changedump-manifest',
+  'change-notification',
+  'framework-notification',
+]);
+
+const CHANGE_SET: ReadonlySet<string> = new Set(CHANGE_TYPES);
+const CAPABILITY_SET: ReadonlySet<string> = new Set(CAPABILITIES);
+const CHANGEFREQ_SET: ReadonlySet<string> = new Set(CHANGE_FREQUENCIES);
+const PRIORITY = /^(?:0(?:\.\d+)?|1(?:\.0+)?|\.\d+)$/;
+const MAX_LOC_CHARS = 2048;
+const MAX_TRACKED_CAPABILITIES = 1000;
+const ROOT_MD_ATTRIBUTES = new Set(['capability', 'at', 'completed', 'from', 'until']);
+const TIME_ATTRIBUTES = ['at', 'completed', 'from', 'until'] as const;
+
+/** Where an issue is, inside one document. */
+interface Where {
+  readonly entry?: number | undefined;
+  readonly line?: number | undefined;
+  readonly element?: string | undefined;
+  readonly attribute?: string | undefined;
+}
+
+/**
+ * Starts validating a document from its header. The returned validator takes the entries one by one (see the
+ * module comment for its memory bound).
+ *
+ * @example
+ * ```ts
+ * const v = createValidator(stream.header, { expectedKind: 'change-list' });
+ * for await (const e of stream.entries) v.entry(e);
+ * const { valid, issues } = v.finish();
+ * ```
+ */
+export function createValidator(header: DocumentHeader, options: ValidateOptions = {}): DocumentValidator {
+  return new Validator(header, options);
+}
+
+/** Validates a whole document held in memory. */
+export function validateDocument(doc: ResourceSyncDocument, options: ValidateOptions = {}): ValidationResult {
+  const v = createValidator(doc, options);
+  for (let i = 0; i < doc.entries.length; i++) v.entry(doc.entries[i] as Entry, i);
+  return v.finish();
+}
+
+/**
+ * Validates a document as it streams. A `ResourceSyncError` raised while reading the entries (malformed XML,
+ * a limit) ends the document and becomes an error issue with the error's code; other errors are rethrown.
+ * Memory: that of {@link createValidator}, plus what the stream itself holds.
+ */
+export async function validateStream(
+  stream: { readonly header: DocumentHeader; readonly entries: AsyncIterable<Entry> },
+  options: ValidateOptions = {},
+): Promise<ValidationResult> {
+  const v = createValidator(stream.header, options);
+  try {
+    for await (const e of stream.entries) v.entry(e);
+  } catch (e) {
+    if (!(e instanceof ResourceSyncError)) throw e;
+    v.report(issueFromError(e));
+  }
+  return v.finish();
+}
+
+/** The issue for a document that could not be read (or read to its end): the error's code, as an error. */
+export function issueFromError(e: ResourceSyncError): ValidationIssue {
+  const section = e.code === 'RS_XML_SYNTAX' || e.code === 'RS_XML_DTD' ? 'XML 1.0' : '§7';
+  return withWhere(
+    { code: e.code, severity: 'error', message: e.message, section },
+    { entry: e.entry, line: e.line, element: e.element },
+  );
+}
+
+function withWhere(base: Omit<ValidationIssue, 'entry' | 'line' | 'element' | 'attribute'>, w: Where): ValidationIssue {
+  const issue: { -readonly [K in keyof ValidationIssue]: ValidationIssue[K] } = { ...base };
+  if (w.entry !== undefined) issue.entry = w.entry;
+  if (w.line !== undefined) issue.line = w.line;
+  if (w.element !== undefined) issue.element = w.element;
+  if (w.attribute !== undefined) issue.attribute = w.attribute;
+  return issue;
+}
+
+class Validator implements DocumentValidator {
+  private readonly header: DocumentHeader;
+  private readonly maxEntries: number;
+  private readonly maxIssues: number;
+  private readonly maxTrackedLocs: number;
+  private readonly expected: DocumentKind | undefined;
+  private readonly issues: ValidationIssue[] = [];
+  private errors = 0;
+  private warnings = 0;
+  private suppressed = 0;
+  private count = 0;
+  /** Kind reported in the result. */
+  private kind: DocumentKind;
+  /** Rules of the kind; undefined when the kind is not known. */
+  private profile: Profile | undefined;
+  /** Header checks wait for the first entry when only it can tell the kind (notification payloads). */
+  private headerDone = false;
+  private rootFrom: number | undefined;
+  private rootUntil: number | undefined;
+  private lastOrder: number | undefined;
+  private firstPackageType: string | undefined;
+  private packageTypeMixed = false;
+  private readonly locs = new Set<string>();
+  private readonly capabilities = new Set<string>();
+  private finished = false;
+
+  constructor(header: DocumentHeader, options: ValidateOptions) {
+    this.header = header;
+    this.maxEntries = options.maxEntries ?? MAX_ENTRIES;
+    this.maxIssues = options.maxIssues ?? 1000;
+    this.maxTrackedLocs = options.maxTrackedLocs ?? MAX_ENTRIES;
+    this.expected = options.expectedKind;
+    this.kind = header.kind;
+    const canBeNotification = header.md === undefined && header.root === 'urlset';
+    const expectsNotification = this.expected === 'change-notification' || this.expected === 'framework-notification';
+    if (!canBeNotification || expectsNotification) this.resolveHeader(undefined);
+  }
+
+  report(issue: ValidationIssue): void {
+    if (issue.severity === 'error') this.errors++;
+    else this.warnings++;
+    if (this.issues.length < this.maxIssues) this.issues.push(issue);
+    else this.suppressed++;
+  }
+
+  private add(code: RuleCode, message: string, where: Where = {}, section?: string): void {
+    const rule = RULES_BY_CODE.get(code);
+    if (rule === undefined) throw new Error(`unknown rule ${code}`); // a bug in this file, not in the input
+    this.report(withWhere({ code, severity: rule.severity, message, section: section ?? rule.section }, where));
+  }
+
+  // ---------------------------------------------------------------- document level
+
+  /** Decides the kind (from the header, the first entry, or the expected kind) and checks the header. */
+  private resolveHeader(first: Entry | undefined): void {
+    this.headerDone = true;
+    const h = this.header;
+    const md = h.md;
+    const capability = md?.capability;
+    const rootEl = h.root;
+    let key: string | undefined;
+    if (md === undefined) {
+      const notification =
+        rootEl === 'urlset' &&
+        (this.expected === 'change-notification' ||
+          this.expected === 'framework-notification' ||
+          (first !== undefined && (first.md?.change !== undefined || first.md?.capability !== undefined)));
+      if (notification) {
+        key =
+          this.expected === 'change-notification' || this.expected === 'framework-notification'
+            ? this.expected
+            : notificationKind(first as Entry);
+        this.kind = key as DocumentKind;
+      } else {
+        this.add('root-md-missing', `<${rootEl}> has no <rs:md> child: not a ResourceSync document`, {
+          element: rootEl,
+        });
+      }
+    } else if (capability === undefined) {
+      this.add('capability-missing', 'the document-level <rs:md> has no capability attribute', {
+        element: 'rs:md',
+        attribute: 'capability',
+      });
+    } else if (!CAPABILITY_SET.has(capability)) {
+      this.add('capability-unknown', `capability ${quote(capability)} is not defined by the standard`, {
+        element: 'rs:md',
+        attribute: 'capability',
+      });
+    } else if (rootEl === 'sitemapindex' && NO_INDEX.has(capability)) {
+      this.add('index-not-allowed', `a ${capability} document cannot be a <sitemapindex>`, { element: rootEl });
+    } else if (rootEl === 'sitemapindex' && capability === 'capabilitylist') {
+      this.add('capabilitylist-index', 'a Capability List should not be split into a <sitemapindex>', {
+        element: rootEl,
+      });
+      key = 'capability-list-index';
+    } else if (rootEl === 'sitemapindex' && capability === 'description') {
+      key = 'source-description-index';
+    } else {
+      key = h.kind;
+    }
+    if (this.expected !== undefined && this.expected !== this.kind) {
+      this.add('kind-unexpected', `expected a ${this.expected}, found a ${this.kind}`, { element: rootEl });
+      if (key === undefined) {
+        key = this.expected;
+        this.kind = this.expected;
+      }
+    }
+    this.profile = key === undefined ? undefined : PROFILES[key];
+    this.checkHeader();
+  }
+
+  private checkHeader(): void {
+    const h = this.header;
+    const p = this.profile;
+    const md = h.md;
+    if (md !== undefined) {
+      this.checkMdValues(md, {});
+      for (const name of Object.keys(md) as (keyof Metadata)[]) {
+        if (name === 'extensions' || name === 'invalid' || md[name] === undefined) continue;
+        if (!ROOT_MD_ATTRIBUTES.has(name))
+          this.add('attribute-not-used', `${name} is not used on the document-level <rs:md>`, {
+            element: 'rs:md',
+            attribute: name,
+          });
+      }
+      if (p !== undefined) this.checkRootTimes(md, p);
+      this.rootFrom = parseDatetime(md.from ?? '')?.ms;
+      this.rootUntil = parseDatetime(md.until ?? '')?.ms;
+    }
+    let up = 0;
+    let describedby = false;
+    for (const link of h.links) {
+      this.checkLink(link, {});
+      if (link.rel === RELATIONS.up) up++;
+      if (link.rel === RELATIONS.describedby) describedby = true;
+    }
+    if (p !== undefined) {
+      if (p.up === 'mandatory' && up === 0) {
+        const target = p.section === '§9' ? 'the Source Description' : 'the Capability List';
+        this.add(
+          'up-missing',
+          `a ${p.name} must link to ${target} with <rs:ln rel="up">`,
+          { element: 'rs:ln' },
+          p.section,
+        );
+      }
+      if (p.up === 'unexpected' && up > 0)
+        this.add('up-unexpected', `a ${p.name} is the top of the hierarchy: it has no up link`, { element: 'rs:ln' });
+      if (p.rootDescribedby && !describedby)
+        this.add(
+          'describedby-recommended',
+          `a ${p.name} should link to a description with <rs:ln rel="describedby">`,
+          { element: 'rs:ln' },
+          p.section,
+        );
+    }
+    this.checkExtensionElements(h.extensions, {});
+  }
+
+  /** Appendix A (Table 4) at the top level, and the at/completed, from/until intervals. */
+  private checkRootTimes(md: Metadata, p: Profile): void {
+    const where = (attribute: string): Where => ({ element: 'rs:md', attribute });
+    if (p.rootTime === 'at' && md.at === undefined)
+      this.add(
+        'at-missing',
+        `the <rs:md> of a ${p.name} must have an at attribute`,
+        where('at'),
+        `App. A, ${p.section}`,
+      );
+    if (p.rootTime === 'from' && md.from === undefined)
+      this.add(
+        'from-missing',
+        `the <rs:md> of a ${p.name} must have a from attribute`,
+        where('from'),
+        `App. A, ${p.section}`,
+      );
+    for (const name of TIME_ATTRIBUTES) {
+      if (md[name] === undefined) continue;
+      const snapshot = name === 'at' || name === 'completed';
+      const used = p.rootTime === (snapshot ? 'at' : 'from');
+      if (!used) this.add('attribute-not-used', `${name} is not used in a ${p.name}`, where(name), 'App. A');
+    }
+  }
+
+  // ---------------------------------------------------------------- entries
+
+  entry(e: Entry, index?: number): void {
+    if (!this.headerDone) this.resolveHeader(e);
+    const n = (index ?? this.count) + 1;
+    this.count++;
+    const p = this.profile;
+    const base: Where = { entry: n, line: e.line };
+    const at = (element: string, attribute?: string): Where => ({ ...base, element, attribute });
+    if (this.count === this.maxEntries + 1)
+      this.add('entry-limit', `more than ${this.maxEntries} entries in one document`, at(e.element));
+
+    const expectedElement = this.header.root === 'urlset' ? 'url' : 'sitemap';
+    if (e.element !== expectedElement)
+      this.add(
+        'element-mismatch',
+        `<${e.element}> in a <${this.header.root}>: expected <${expectedElement}>`,
+        at(e.element),
+      );
+
+    // <loc>
+    if (e.loc === '') this.add('loc-missing', 'entry without <loc>', at('loc'));
+    else {
+      if (!isAbsoluteUri(e.loc))
+        this.add('loc-not-absolute', `<loc> ${quote(e.loc)} is not an absolute URI`, at('loc'));
+      if (hasInvalidUriChars(e.loc))
+        this.add('uri-invalid-chars', `<loc> ${quote(e.loc)} has characters that must be escaped`, at('loc'));
+      if (e.loc.length >= MAX_LOC_CHARS)
+        this.add('loc-too-long', `<loc> has ${e.loc.length} characters (limit: less than ${MAX_LOC_CHARS})`, at('loc'));
+      if (p?.duplicateLoc === true && this.locs.size < this.maxTrackedLocs) {
+        const before = this.locs.size;
+        this.locs.add(e.loc);
+        if (this.locs.size === before)
+          this.add('loc-duplicate', `${quote(e.loc)} is listed more than once`, at('loc'), p.section);
+      }
+    }
+    if (e.lastmod !== undefined) this.checkDatetime(e.lastmod, at('lastmod'));
+    if (e.changefreq !== undefined && !CHANGEFREQ_SET.has(e.changefreq))
+      this.add('changefreq-invalid', `<changefreq> ${quote(e.changefreq)} is not a defined value`, at('changefreq'));
+    if (e.priority !== undefined && !PRIORITY.test(e.priority))
+      this.add('priority-invalid', `<priority> ${quote(e.priority)} is not a number from 0.0 to 1.0`, at('priority'));
+
+    const md = e.md;
+    if (md !== undefined) this.checkMdValues(md, base);
+    if (p !== undefined) this.checkEntryForKind(e, p, base);
+    for (const link of e.links) this.checkLink(link, base);
+    this.checkExtensionElements(e.extensions, base);
+  }
+
+  private checkEntryForKind(e: Entry, p: Profile, base: Where): void {
+    const md = e.md;
+    const at = (element: string, attribute?: string): Where => ({ ...base, element, attribute });
+    if (md === undefined) {
+      if (p.entryMd === 'mandatory')
+        this.add('entry-md-missing', `an entry of a ${p.name} must have an <rs:md>`, at(e.element), p.section);
+    }
+    const m: Metadata = md ?? {};
+    // capability
+    if (m.capability !== undefined) {
+      const c = m.capability;
+      if (p.capability === 'not-used')
+        this.add('attribute-not-used', `capability is not used on entries of a ${p.name}`, at('rs:md', 'capability'));
+      else if (p.capability === 'description' && c !== 'capabilitylist')
+        this.add(
+          'capability-entry-invalid',
+          `a Source Description lists Capability Lists: capability must be "capabilitylist", not ${quote(c)}`,
+          at('rs:md', 'capability'),
+          '§8',
+        );
+      else if (p.capability === 'capabilitylist') {
+        if (NOT_IN_CAPABILITY_LIST.has(c))
+          this.add(
+            'capability-entry-invalid',
+            `a Capability List cannot advertise ${quote(c)}`,
+            at('rs:md', 'capability'),
+            '§9',
+          );
+        else if (!CAPABILITY_LIST_ENTRIES.has(c))
+          this.add(
+            'capability-entry-unknown',
+            `capability ${quote(c)} is not defined by this standard`,
+            at('rs:md', 'capability'),
+          );
+        if (this.capabilities.has(c))
+          this.add(
+            'capability-duplicate',
+            `a Capability List has one entry per capability: ${quote(c)} repeated`,
+            at('rs:md', 'capability'),
+          );
+        else if (this.capabilities.size < MAX_TRACKED_CAPABILITIES) this.capabilities.add(c);
+      } else if (p.capability === 'framework') {
+        const allowed = FRAMEWORK_CHANGES[c];
+        if (allowed === undefined)
+          this.add(
+            'capability-entry-invalid',
+            `a framework notification is about ${Object.keys(FRAMEWORK_CHANGES).join(', ')}, not ${quote(c)}`,
+            at('rs:md', 'capability'),
+            'N-§5',
+          );
+        else if (m.change !== undefined && CHANGE_SET.has(m.change) && !allowed.includes(m.change))
+          this.add(
+            'framework-change-unexpected',
+            `Table 2.1 lists no ${m.change} notification for ${c}`,
+            at('rs:md', 'change'),
+          );
+      }
+    } else if (md !== undefined && (p.capability === 'capabilitylist' || p.capability === 'description')) {
+      this.add(
+        'capability-entry-missing',
+        `the <rs:md> of a ${p.name} entry must have a capability attribute`,
+        at('rs:md', 'capability'),
+        p.section,
+      );
+    } else if (md !== undefined && p.capability === 'framework') {
+      this.add(
+        'capability-entry-missing',
+        'a framework notification entry must have a capability',
+        at('rs:md', 'capability'),
+        'N-§5',
+      );
+    }
+    if (p.capability === 'description' && !e.links.some((l) => l.rel === RELATIONS.describedby))
+      this.add(
+        'describedby-recommended',
+        'a Source Description entry should link to a description of its set of resources (rel="describedby")',
+        at('rs:ln'),
+        '§8',
+      );
+
+    // change and datetime
+    if (p.changes) {
+      if (md !== undefined && m.change === undefined)
+        this.add(
+          'change-missing',
+          `an entry of a ${p.name} must have a change attribute`,
+          at('rs:md', 'change'),
+          p.section,
+        );
+      const dt = m.datetime === undefined ? undefined : parseDatetime(m.datetime)?.ms;
+      if (dt !== undefined && !p.noRootMd) {
+        if (this.rootFrom !== undefined && dt < this.rootFrom)
+          this.add(
+            'datetime-outside-interval',
+            `datetime ${m.datetime} is before the document's from`,
+            at('rs:md', 'datetime'),
+          );
+        if (this.rootUntil !== undefined && dt > this.rootUntil)
+          this.add(
+            'datetime-outside-interval',
+            `datetime ${m.datetime} is after the document's until`,
+            at('rs:md', 'datetime'),
+          );
+      }
+      if (p.order === 'datetime' && dt !== undefined) this.checkOrder(dt, m.datetime as string, base, p);
+    } else {
+      if (m.change !== undefined)
+        this.add('attribute-not-used', `change is not used in a ${p.name}`, at('rs:md', 'change'), '§7');
+      if (m.datetime !== undefined)
+        this.add('attribute-not-used', `datetime is not used in a ${p.name}`, at('rs:md', 'datetime'), '§7');
+    }
+
+    // Appendix A: time attributes of entries
+    for (const name of TIME_ATTRIBUTES) {
+      if (m[name] === undefined) continue;
+      const snapshot = name === 'at' || name === 'completed';
+      if (p.childTime !== (snapshot ? 'at' : 'from'))
+        this.add('attribute-not-used', `${name} is not used on entries of a ${p.name}`, at('rs:md', name), 'App. A');
+    }
+    if (p.childFromRecommended && m.from === undefined)
+      this.add(
+        'child-from-recommended',
+        `an entry of a ${p.name} should have <rs:md from> (and until when closed)`,
+        at('rs:md', 'from'),
+        `App. A, ${p.section}`,
+      );
+    if (p.order === 'from' || p.order === 'from-should') {
+      const key = parseDatetime(m.from ?? (p.order === 'from-should' ? (e.lastmod ?? '') : ''))?.ms;
+      if (key !== undefined) this.checkOrder(key, m.from ?? e.lastmod ?? '', base, p);
+    }
+
+    // path
+    if (p.path === 'not-used') {
+      if (m.path !== undefined)
+        this.add('attribute-not-used', `path is only used in manifests, not in a ${p.name}`, at('rs:md', 'path'), '§7');
+    } else if (md !== undefined && m.path === undefined && (p.path === 'mandatory' || m.change !== 'deleted')) {
+      this.add(
+        'path-missing',
+        p.path === 'mandatory'
+          ? 'a Resource Dump Manifest entry must have a path'
+          : 'a Change Dump Manifest entry must have a path (unless change="deleted")',
+        at('rs:md', 'path'),
+        p.section,
+      );
+    }
+    if (p.typeRecommended && md !== undefined && m.type === undefined && m.change !== 'deleted')
+      this.add('type-recommended', `an entry of a ${p.name} should have a type`, at('rs:md', 'type'), p.section);
+
+    // packages
+    if (p.packages) {
+      if (m.type === undefined || m.length === undefined)
+        this.add(
+          'package-metadata-recommended',
+          `an entry of a ${p.name} should give the package's type and length in <rs:md>`,
+          at('rs:md'),
+          p.section,
+        );
+      if (m.type !== undefined) {
+        const t = m.type.split(';')[0]?.trim().toLowerCase() ?? '';
+        if (this.firstPackageType === undefined) this.firstPackageType = t.slice(0, 200);
+        else if (t !== this.firstPackageType && !this.packageTypeMixed) {
+          this.packageTypeMixed = true;
+          this.add(
+            'package-type-mixed',
+            `a ${p.name} should point to packages of one format: ${quote(t)} after ${quote(this.firstPackageType)}`,
+            at('rs:md', 'type'),
+            p.section,
+          );
+        }
+      }
+    }
+
+    // links that depend on the document kind (§14.4)
+    for (const link of e.links) {
+      if (link.rel === RELATIONS.patch && p.path === 'unless-deleted' && link.path === undefined)
+        this.add('patch-path-missing', 'a patch link in a Change Dump Manifest must have a path', at('rs:ln', 'path'));
+    }
+  }
+
+  private checkOrder(ms: number, text: string, base: Where, p: Profile): void {
+    if (this.lastOrder !== undefined && ms < this.lastOrder) {
+      const attribute = p.order === 'datetime' ? 'datetime' : 'from';
+      const message = `${text} is earlier than a previous entry: entries must be in forward chronological order`;
+      if (p.order === 'from-should')
+        this.add(
+          'changedump-order',
+          message.replace('must', 'should'),
+          { ...base, element: 'rs:md', attribute },
+          p.section,
+        );
+      else this.add('order-not-chronological', message, { ...base, element: 'rs:md', attribute }, p.section);
+    }
+    if (this.lastOrder === undefined || ms > this.lastOrder) this.lastOrder = ms;
+  }
+
+  // ---------------------------------------------------------------- values
+
+  /** Values of an <rs:md>, whatever the document kind. */
+  private checkMdValues(md: Metadata, base: Where): void {
+    const at = (attribute: string): Where => ({ ...base, element: 'rs:md', attribute });
+    for (const name of TIME_ATTRIBUTES) {
+      const v = md[name];
+      if (v !== undefined) this.checkDatetime(v, at(name));
+    }
+    if (md.datetime !== undefined) this.checkDatetime(md.datetime, at('datetime'));
+    this.checkInterval(md.at, md.completed, 'completed', 'at', base);
+    this.checkInterval(md.from, md.until, 'until', 'from', base);
+    if (md.change !== undefined && !CHANGE_SET.has(md.change))
+      this.add('change-invalid', `change ${quote(md.change)} is not created, updated or deleted`, at('change'));
+    this.checkCommonValues(md, base, 'rs:md');
+  }
+
+  /** hash, length, type, path, extension attributes and unparsed values: shared by <rs:md> and <rs:ln>. */
+  private checkCommonValues(v: Metadata | Link, base: Where, element: 'rs:md' | 'rs:ln'): void {
+    const at = (attribute: string): Where => ({ ...base, element, attribute });
+    if (v.hash !== undefined)
+      for (const problem of checkHashAttribute(v.hash)) this.add(problem.code, problem.message, at('hash'));
+    if (v.length !== undefined && (!Number.isSafeInteger(v.length) || v.length < 0))
+      this.add('length-invalid', `length ${v.length} is not a non-negative integer`, at('length'));
+    if (v.type !== undefined && !isMediaType(v.type))
+      this.add('type-invalid', `type ${quote(v.type)} is not a media type`, at('type'));
+    if (v.path !== undefined) {
+      if (!v.path.startsWith('/'))
+        this.add('path-not-absolute', `path ${quote(v.path)} must start with "/"`, at('path'));
+      else if (!isSafePath(v.path))
+        this.add('path-unsafe', `path ${quote(v.path)} cannot be unpacked safely`, at('path'));
+    }
+    if (v.extensions !== undefined) this.checkExtensionAttributes(v.extensions, base, element);
+    if (v.invalid !== undefined) {
+      for (const [name, value] of Object.entries(v.invalid)) {
+        const w = at(name);
+        if (name === 'length') this.add('length-invalid', `length ${quote(value)} is not a non-negative integer`, w);
+        else if (name === 'pri') this.add('pri-invalid', `pri ${quote(value)} is not an integer from 1 to 999,999`, w);
+        else if (/^(at|completed|from|until|datetime|modified)$/.test(name))
+          this.add('datetime-invalid', `${name} ${quote(value)} is not a W3C Datetime`, w);
+        else if (name === 'hash') this.add('hash-invalid', `hash ${quote(value)} is not a hash list`, w);
+        else if (name === 'type') this.add('type-invalid', `type ${quote(value)} is not a media type`, w);
+        else if (name === 'change') this.add('change-invalid', `change ${quote(value)} is not a change type`, w);
+        else this.add('attribute-unknown', `attribute ${name}=${quote(value)} is not understood`, w);
+      }
+    }
+  }
+
+  private checkExtensionAttributes(attrs: readonly ExtensionAttribute[], base: Where, element: string): void {
+    for (const a of attrs) {
+      const name = a.prefix === '' ? a.local : `${a.prefix}:${a.local}`;
+      const w: Where = { ...base, element, attribute: name };
+      if (a.ns === RS_NS)
+        this.add(
+          'attribute-prefixed',
+          `attribute ${name}: ResourceSync attributes must not have a namespace prefix`,
+          w,
+        );
+      else if (a.ns === '')
+        this.add(
+          'attribute-unknown',
+          `attribute ${name} is not defined by ResourceSync; extensions must use their own namespace`,
+          w,
+        );
+    }
+  }
+
+  private checkExtensionElements(elements: readonly ExtensionElement[] | undefined, base: Where): void {
+    if (elements === undefined) return;
+    for (const x of elements) {
+      if (x.ns !== RS_NS) continue;
+      const w: Where = { ...base, element: `rs:${x.local}` };
+      if (x.local === 'md') this.add('md-duplicate', '<rs:md> is not repeatable: a second one was found', w);
+      else if (x.local === 'ln') this.add('rs-element-unknown', 'an <rs:ln> the reader could not take as a link', w);
+      else this.add('rs-element-unknown', `<rs:${x.local}> is not a ResourceSync element`, w);
+    }
+  }
+
+  private checkLink(link: Link, base: Where): void {
+    const at = (attribute?: string): Where => ({ ...base, element: 'rs:ln', attribute });
+    if (link.rel === '') this.add('ln-rel-missing', '<rs:ln> without rel', at('rel'));
+    else if (!isKnownRelation(link.rel))
+      this.add('rel-unregistered', `rel ${quote(link.rel)} is neither an IANA relation type nor a URI`, at('rel'));
+    if (link.href === '') this.add('ln-href-missing', '<rs:ln> without href', at('href'));
+    else {
+      if (!isAbsoluteUri(link.href))
+        this.add('href-not-absolute', `href ${quote(link.href)} is not an absolute URI`, at('href'));
+      if (hasInvalidUriChars(link.href))
+        this.add('uri-invalid-chars', `href ${quote(link.href)} has characters that must be escaped`, at('href'));
+    }
+    if (link.pri !== undefined && (!Number.isInteger(link.pri) || link.pri < 1 || link.pri > 999_999))
+      this.add('pri-invalid', `pri ${link.pri} is not an integer from 1 to 999,999`, at('pri'));
+    if (link.modified !== undefined) this.checkDatetime(link.modified, at('modified'));
+    this.checkCommonValues(link, base, 'rs:ln');
+    switch (link.rel) {
+      case RELATIONS.patch:
+        if (link.type === undefined) this.add('patch-type-missing', 'a patch link must have a type', at('type'));
+        break;
+      case RELATIONS.timegate:
+        for (const name of ['hash', 'length', 'type', 'modified', 'path', 'encoding'] as const)
+          if (link[name] !== undefined)
+            this.add('timegate-attributes', `${name} is meaningless on a timegate link`, at(name));
+        break;
+      case RELATIONS.duplicate:
+        for (const name of ['hash', 'length', 'type'] as const)
+          if (link[name] !== undefined)
+            this.add('duplicate-link-metadata', `${name} of a mirror copy should be omitted from its link`, at(name));
+        break;
+      case RELATIONS.alternate:
+        if (link.type === undefined)
+          this.add('alternate-type-recommended', 'an alternate link should have a type', at('type'));
+        break;
+    }
+  }
+
+  /** A W3C Datetime (§7); returns its instant, or undefined when invalid. */
+  private checkDatetime(text: string, where: Where): number | undefined {
+    const dt = parseDatetime(text);
+    const what = where.attribute ?? where.element ?? 'datetime';
+    if (dt === undefined) {
+      this.add('datetime-invalid', `${what} ${quote(text)} is not a W3C Datetime`, where);
+      return undefined;
+    }
+    if (!dt.utc || (dt.precision !== 'second' && dt.precision !== 'fraction'))
+      this.add('datetime-not-utc', `${what} ${quote(text)}: a complete UTC YYYY-MM-DDThh:mm:ssZ is recommended`, where);
+    return dt.ms;
+  }
+
+  private checkInterval(
+    start: string | undefined,
+    end: string | undefined,
+    endName: string,
+    startName: string,
+    base: Where,
+  ): void {
+    if (start === undefined || end === undefined) return;
+    const a = parseDatetime(start);
+    const b = parseDatetime(end);
+    if (a !== undefined && b !== undefined && b.ms < a.ms)
+      this.add('interval-reversed', `${endName} ${end} is before ${startName} ${start}`, {
+        ...base,
+        element: 'rs:md',
+        attribute: endName,
+      });
+  }
+
+  // ---------------------------------------------------------------- end
+
+  finish(): ValidationResult {
+    if (this.finished) throw new ResourceSyncError('RS_CONFIG', 'finish() called twice on a validator');
+    this.finished = true;
+    if (!this.headerDone) this.resolveHeader(undefined);
+    return {
+      kind: this.kind,
+      entries: this.count,
+      issues: this.issues,
+      errors: this.errors,
+      warnings: this.warnings,
+      suppressed: this.suppressed,
+      valid: this.errors === 0,
+    };
+  }
+}
