@@ -6,8 +6,8 @@
  * Streaming: {@link createValidator} takes the document header, then the entries one at a time, and keeps only
  * bounded state: counters, the previous datetime (chronological order), the first package type, the set of
  * capabilities of a Capability List (at most 1,000), and the set of `<loc>` values for the duplicate check, which
- * is kept for the first `maxTrackedLocs` (default 50,000) entries only; later entries are not checked for
- * duplicates. Issues are kept up to `maxIssues` (default 1,000); later ones are only counted. Memory is
+ * is kept for the first `maxTrackedLocs` (default 50,000) distinct values only; a later entry is checked against
+ * those but not remembered. Issues are kept up to `maxIssues` (default 1,000); later ones are only counted. Memory is
  * therefore O(maxTrackedLocs × loc length + maxIssues), whatever the size of the document.
  *
  * @example
@@ -546,11 +546,10 @@ class Validator implements DocumentValidator {
         this.add('uri-invalid-chars', `<loc> ${quote(e.loc)} has characters that must be escaped`, at('loc'));
       if (e.loc.length >= MAX_LOC_CHARS)
         this.add('loc-too-long', `<loc> has ${e.loc.length} characters (limit: less than ${MAX_LOC_CHARS})`, at('loc'));
-      if (p?.duplicateLoc === true && this.locs.size < this.maxTrackedLocs) {
-        const before = this.locs.size;
-        this.locs.add(e.loc);
-        if (this.locs.size === before)
+      if (p?.duplicateLoc === true) {
+        if (this.locs.has(e.loc))
           this.add('loc-duplicate', `${quote(e.loc)} is listed more than once`, at('loc'), p.section);
+        else if (this.locs.size < this.maxTrackedLocs) this.locs.add(e.loc);
       }
     }
     if (e.lastmod !== undefined) this.checkDatetime(e.lastmod, at('lastmod'));
