@@ -90,7 +90,10 @@ interface Case {
 /** For every rule: a document that breaks it, and the nearest one that does not. */
 const CASES: Record<string, Case> = {
   'root-md-missing': {
-    bad: () => ({ ...resourceList(), md: undefined, kind: 'sitemap' }) as ResourceSyncDocument,
+    bad: () => {
+      const { md: _md, ...rest } = resourceList();
+      return { ...rest, kind: 'sitemap' };
+    },
     good: () => resourceList(),
   },
   'capability-missing': {
