@@ -1,0 +1,193 @@
+/**
+ * The streaming reader: bytes in, the document's header first, then an async stream of entries.
+ *
+ * @module
+ */
+import { ResourceSyncError } from '../core/errors.js';
+import type { DocumentHeader, Entry, ResourceSyncDocument } from '../core/model.js';
+import { type ByteSource, documentBytes } from './bytes.js';
+import { DocumentParser, type ReadIssue } from './parser.js';
+
+/** Default of {@link ReadOptions.maxBytes}: 1 GiB. */
+export const DEFAULT_MAX_BYTES = 1024 * 1024 * 1024;
+/** Default of {@link ReadOptions.maxEntryBytes}: 1 MiB. */
+export const DEFAULT_MAX_ENTRY_BYTES = 1024 * 1024;
+/** Default of {@link ReadOptions.maxDepth}. */
+export const DEFAULT_MAX_DEPTH = 32;
+
+/** Options of {@link openDocument} and {@link readDocument}. */
+export interface ReadOptions {
+  /** URL or path of the document, named in errors. */
+  readonly url?: string;
+  /** Deepest element nesting allowed (default 32); deeper is `RS_LIMIT`. */
+  readonly maxDepth?: number;
+  /**
+   * Largest root-level child (an entry, or any other element), and largest single token, in characters
+   * (default 1 MiB); larger is `RS_LIMIT`.
+   */
+  readonly maxEntryBytes?: number;
+  /** Largest document, compressed and decompressed, in bytes (default 1 GiB); larger is `RS_LIMIT`. */
+  readonly maxBytes?: number;
+  /** Aborts the read: the next chunk read throws `RS_ABORTED`. */
+  readonly signal?: AbortSignal;
+}
+
+/** An open document: its header, and its entries to be pulled. */
+export interface DocumentStream {
+  readonly header: DocumentHeader;
+  /**
+   * The entries in document order. Pull them once; breaking out of the loop closes the source.
+   * Throws `ResourceSyncError` (`RS_XML_SYNTAX`, `RS_LIMIT`, `RS_ABORTED`, ...) where the document goes wrong.
+   */
+  readonly entries: AsyncGenerator<Entry, void, undefined>;
+  /**
+   * Well-formed content the model has no place for (root-level elements after the first entry, stray text,
+   * children of `<loc>` ...). Grows while `entries` is pulled; complete when `entries` is done. At most
+   * {@link MAX_ISSUES} + 1 items.
+   */
+  readonly issues: readonly ReadIssue[];
+}
+
+function detectEncoding(b: Uint8Array): 'utf-8' | 'utf-16le' | 'utf-16be' {
+  if (b[0] === 0xff && b[1] === 0xfe) return 'utf-16le';
+  if (b[0] === 0xfe && b[1] === 0xff) return 'utf-16be';
+  return 'utf-8';
+}
+
+/**
+ * Opens a Sitemap / ResourceSync document for streaming: resolves once the header (root element, root
+ * `rs:md` and `rs:ln`, namespace declarations, root attributes, unknown root-level elements before the first
+ * entry) is read, and gives the entries as an async generator.
+ *
+ * Input: UTF-8 with or without a byte order mark, or UTF-16 with one; gzip-compressed input is recognised by
+ * its magic bytes and decompressed as it streams. Namespace prefixes may be anything (the Sitemap namespace
+ * need not be the default one). DTDs are refused.
+ *
+ * Memory: one input chunk (256 KiB for {@link fileSource}), the entries parsed from it, and at most one
+ * unfinished entry (bounded by `maxEntryBytes`). Independent of the number of entries.
+ *
+ * @throws ResourceSyncError `RS_XML_SYNTAX` (not well-formed, with line and column), `RS_XML_DTD`,
+ *   `RS_LIMIT`, `RS_NOT_RESOURCESYNC` (the root is not `<urlset>`/`<sitemapindex>` of the Sitemap
+ *   namespace), `RS_ABORTED`, `RS_IO` (from the source).
+ * @example
+ * ```ts
+ * const doc = await openDocument(fileSource('changelist.xml'), { url: 'changelist.xml' });
+ * console.log(doc.header.kind, doc.header.md?.from);
+ * for await (const entry of doc.entries) console.log(entry.loc, entry.md?.change);
+ * ```
+ */
+export async function openDocument(source: ByteSource, options: ReadOptions = {}): Promise<DocumentStream> {
+  const url = options.url;
+  const signal = options.signal;
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
+  const bytes = documentBytes(source, maxBytes, url, signal);
+  let parser: DocumentParser | undefined;
+  let decoder: TextDecoder | undefined;
+  let ended = false;
+  const where = url === undefined ? {} : { url };
+
+  const start = (first: Uint8Array): void => {
+    const encoding = detectEncoding(first);
+    decoder = new TextDecoder(encoding, { fatal: true });
+    parser = new DocumentParser({
+      url,
+      encoding,
+      maxDepth: options.maxDepth ?? DEFAULT_MAX_DEPTH,
+      maxEntryBytes: options.maxEntryBytes ?? DEFAULT_MAX_ENTRY_BYTES,
+    });
+  };
+
+  const decode = (chunk: Uint8Array | undefined): string => {
+    try {
+      return chunk === undefined ? decoder!.decode() : decoder!.decode(chunk, { stream: true });
+    } catch (e) {
+      const at = parser!.currentPosition();
+      throw new ResourceSyncError('RS_XML_SYNTAX', `the document is not valid ${decoder!.encoding}`, {
+        ...where,
+        ...at,
+        cause: e,
+      });
+    }
+  };
+
+  /** Reads and parses one more chunk; false at the end of the document. */
+  const pull = async (): Promise<boolean> => {
+    if (signal?.aborted === true) throw new ResourceSyncError('RS_ABORTED', 'reading was aborted', where);
+    let r: IteratorResult<Uint8Array, void>;
+    try {
+      r = await bytes.next();
+    } catch (e) {
+      if ((e as Error).name === 'AbortError')
+        throw new ResourceSyncError('RS_ABORTED', 'reading was aborted', { ...where, cause: e });
+      throw e;
+    }
+    if (r.done === true) {
+      ended = true;
+      if (parser === undefined) throw new ResourceSyncError('RS_XML_SYNTAX', 'the document is empty', where);
+      parser.end(decode(undefined));
+      return false;
+    }
+    let chunk = r.value;
+    if (parser === undefined) {
+      // Two bytes tell a UTF-16 byte order mark; gather them if the first chunk is a single byte.
+      while (chunk.byteLength < 2) {
+        const more = await bytes.next();
+        if (more.done === true) break;
+        chunk = Buffer.concat([chunk, more.value]);
+      }
+      start(chunk);
+    }
+    parser!.feed(decode(chunk));
+    return true;
+  };
+
+  try {
+    while (parser === undefined || !parser.headerDone) {
+      if (!(await pull())) break;
+    }
+  } catch (e) {
+    await bytes.return(undefined);
+    throw e;
+  }
+  const p = parser!;
+  const header = p.header!;
+
+  async function* entries(): AsyncGenerator<Entry, void, undefined> {
+    try {
+      for (;;) {
+        const batch = p.batch;
+        if (batch.length > 0) {
+          p.batch = [];
+          for (let i = 0; i < batch.length; i++) yield batch[i]!;
+        }
+        if (ended) return;
+        await pull();
+      }
+    } finally {
+      if (!ended) {
+        ended = true;
+        await bytes.return(undefined);
+      }
+    }
+  }
+
+  return { header, entries: entries(), issues: p.issues };
+}
+
+/**
+ * Reads a whole document into memory: for small documents (a Capability List, a Source Description, an
+ * index) and tests. Memory: the whole model; use {@link openDocument} for lists of any size.
+ *
+ * @throws ResourceSyncError as {@link openDocument}.
+ * @example
+ * ```ts
+ * const doc = await readDocument(await fetchBody(url), { url });
+ * for (const e of doc.entries) console.log(e.loc);
+ * ```
+ */
+export async function readDocument(source: ByteSource, options: ReadOptions = {}): Promise<ResourceSyncDocument> {
+  const { header, entries } = await openDocument(source, options);
+  const all: Entry[] = [];
+  for await (const e of entries) all.push(e);
+  return { ...header, entries: all };
+}
