@@ -7,12 +7,14 @@
 import { Command, CommanderError } from 'commander';
 import { ResourceSyncError } from '../core/errors.js';
 import { EXIT } from './exit.js';
+import { register as registerHub } from './hub.js';
 
 /** A subcommand module: adds its command (with options, help and action) to the program. */
 export type RegisterCommand = (program: Command) => void;
 
 const commands: RegisterCommand[] = [
   // Each subcommand module is imported below and listed here.
+  registerHub,
 ];
 
 export async function main(argv: readonly string[] = process.argv): Promise<number> {
