@@ -1,0 +1,2 @@
+// A script resource.
+document.addEventListener('DOMContentLoaded', () => console.log('sample'));
