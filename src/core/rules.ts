@@ -57,6 +57,26 @@ export const RULES = [
     'an element in the ResourceSync namespace other than <rs:md> and <rs:ln>',
   ),
   rule('header-after-entries', 'error', '§7', 'a document-level <rs:md> or <rs:ln> after the first entry'),
+  rule('element-misplaced', 'warning', '§7', 'another root-level element after the first entry'),
+  rule('element-repeated', 'error', 'Sitemap', 'a second <loc>, <lastmod>, <changefreq> or <priority> in one entry'),
+  rule(
+    'element-unknown',
+    'warning',
+    'Sitemap',
+    'an element in the Sitemap namespace the protocol does not define there',
+  ),
+  rule(
+    'content-unexpected',
+    'error',
+    '§7, Sitemap',
+    'an element inside <loc>, <lastmod>, <changefreq>, <priority>, <rs:md> or <rs:ln>',
+  ),
+  rule(
+    'text-unexpected',
+    'warning',
+    '§7, Sitemap',
+    'text directly inside <urlset>, <sitemapindex>, an entry, <rs:md> or <rs:ln>',
+  ),
   // Attributes of rs:md and rs:ln
   rule('attribute-prefixed', 'error', '§7', 'a ResourceSync attribute with a namespace prefix (they must have none)'),
   rule(
@@ -249,6 +269,11 @@ export const RULES = [
     'N-§2.1',
     'a framework notification change type that Table 2.1 does not list for that capability',
   ),
+  // Documents that cannot be read (the reader's error codes, see errors.ts)
+  rule('RS_XML_SYNTAX', 'error', 'XML 1.0', 'the document is not well-formed XML'),
+  rule('RS_XML_DTD', 'error', 'XML 1.0', 'a DTD or entity declaration (refused for safety)'),
+  rule('RS_LIMIT', 'error', '§7', 'a size, depth or count limit of the reader was exceeded'),
+  rule('RS_NOT_RESOURCESYNC', 'error', '§7', 'the root is not <urlset> or <sitemapindex> of the Sitemap namespace'),
 ] as const satisfies readonly Rule[];
 
 /** The code of a rule of {@link RULES}. */

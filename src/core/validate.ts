@@ -19,7 +19,15 @@
  *
  * @module
  */
-import { CHANGE_FREQUENCIES, CHANGE_TYPES, CAPABILITIES, MAX_ENTRIES, RELATIONS, RS_NS } from './constants.js';
+import {
+  CAPABILITIES,
+  CHANGE_FREQUENCIES,
+  CHANGE_TYPES,
+  MAX_ENTRIES,
+  RELATIONS,
+  RS_NS,
+  SITEMAP_NS,
+} from './constants.js';
 import { parseDatetime } from './datetime.js';
 import { ResourceSyncError } from './errors.js';
 import type {
@@ -91,12 +99,29 @@ export interface ValidationResult {
   readonly valid: boolean;
 }
 
+/**
+ * Something the reader noticed that is well-formed but has no place in the model (the shape of `ReadIssue` of
+ * `xml/parser.ts`, restated here so core/ does not depend on xml/).
+ */
+export interface ReaderNote {
+  /** `late-element`, `unexpected-text`, `unexpected-child` (others are ignored). */
+  readonly code: string;
+  readonly message: string;
+  readonly line?: number;
+  readonly entry?: number;
+  readonly element?: string;
+  /** The element concerned, for `late-element`. */
+  readonly node?: { readonly ns: string; readonly local: string };
+}
+
 /** A streaming validator: feed the entries in order, then call `finish`. */
 export interface DocumentValidator {
   /** Checks one entry; `index` is its 0-based position (defaults to the number of entries seen so far). */
   entry(entry: Entry, index?: number): void;
   /** Reports an issue found outside the model, e.g. a read error in the middle of the document. */
   report(issue: ValidationIssue): void;
+  /** Turns a reader's note into the issue of the rule it breaks. */
+  note(note: ReaderNote): void;
   /** Document-level checks that need every entry, and the result. Call once. */
   finish(): ValidationResult;
 }
@@ -265,6 +290,7 @@ const MAX_LOC_CHARS = 2048;
 const MAX_TRACKED_CAPABILITIES = 1000;
 const ROOT_MD_ATTRIBUTES = new Set(['capability', 'at', 'completed', 'from', 'until']);
 const TIME_ATTRIBUTES = ['at', 'completed', 'from', 'until'] as const;
+const SINGLE_ENTRY_CHILDREN = new Set(['loc', 'lastmod', 'changefreq', 'priority']);
 
 /** Where an issue is, inside one document. */
 interface Where {
@@ -302,17 +328,38 @@ export function validateDocument(doc: ResourceSyncDocument, options: ValidateOpt
  * Memory: that of {@link createValidator}, plus what the stream itself holds.
  */
 export async function validateStream(
-  stream: { readonly header: DocumentHeader; readonly entries: AsyncIterable<Entry> },
-  options: ValidateOptions = {},
+  stream: {
+    readonly header: DocumentHeader;
+    readonly entries: AsyncIterable<Entry>;
+    readonly issues?: readonly ReaderNote[];
+  },
+  options: ValidateStreamOptions = {},
 ): Promise<ValidationResult> {
   const v = createValidator(stream.header, options);
+  const notes = stream.issues;
+  let seen = 0;
+  const drain = (): void => {
+    if (notes === undefined) return;
+    while (seen < notes.length) v.note(notes[seen++] as ReaderNote);
+  };
   try {
-    for await (const e of stream.entries) v.entry(e);
+    for await (const e of stream.entries) {
+      drain();
+      v.entry(e);
+    }
   } catch (e) {
-    if (!(e instanceof ResourceSyncError)) throw e;
+    if (!(e instanceof ResourceSyncError) || options.rethrow?.(e) === true) throw e;
+    drain();
     v.report(issueFromError(e));
   }
+  drain();
   return v.finish();
+}
+
+/** Options of {@link validateStream}. */
+export interface ValidateStreamOptions extends ValidateOptions {
+  /** Errors to rethrow rather than report as an issue (e.g. a network error: the input, not the document). */
+  readonly rethrow?: (e: ResourceSyncError) => boolean;
 }
 
 /** The issue for a document that could not be read (or read to its end): the error's code, as an error. */
@@ -376,6 +423,16 @@ class Validator implements DocumentValidator {
     else this.warnings++;
     if (this.issues.length < this.maxIssues) this.issues.push(issue);
     else this.suppressed++;
+  }
+
+  note(n: ReaderNote): void {
+    const where: Where = { entry: n.entry, line: n.line, element: n.element };
+    if (n.code === 'late-element') {
+      const rs = n.node?.ns === RS_NS && (n.node.local === 'md' || n.node.local === 'ln');
+      if (rs) this.add('header-after-entries', n.message, where);
+      else this.add('element-misplaced', n.message, where);
+    } else if (n.code === 'unexpected-child') this.add('content-unexpected', n.message, where);
+    else if (n.code === 'unexpected-text') this.add('text-unexpected', n.message, where);
   }
 
   private add(code: RuleCode, message: string, where: Where = {}, section?: string): void {
@@ -830,6 +887,13 @@ class Validator implements DocumentValidator {
   private checkExtensionElements(elements: readonly ExtensionElement[] | undefined, base: Where): void {
     if (elements === undefined) return;
     for (const x of elements) {
+      if (x.ns === SITEMAP_NS) {
+        const w: Where = { ...base, element: x.local };
+        if (base.entry !== undefined && SINGLE_ENTRY_CHILDREN.has(x.local))
+          this.add('element-repeated', `a second <${x.local}> in one entry`, w);
+        else this.add('element-unknown', `<${x.local}> is not a Sitemap element here`, w);
+        continue;
+      }
       if (x.ns !== RS_NS) continue;
       const w: Where = { ...base, element: `rs:${x.local}` };
       if (x.local === 'md') this.add('md-duplicate', '<rs:md> is not repeatable: a second one was found', w);
@@ -912,6 +976,8 @@ class Validator implements DocumentValidator {
     if (this.finished) throw new ResourceSyncError('RS_CONFIG', 'finish() called twice on a validator');
     this.finished = true;
     if (!this.headerDone) this.resolveHeader(undefined);
+    // Document order: reader notes can arrive a little before the entry they precede (stable sort).
+    this.issues.sort((a, b) => (a.line ?? 0) - (b.line ?? 0));
     return {
       kind: this.kind,
       entries: this.count,

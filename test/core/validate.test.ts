@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { RS_NS } from '../../src/core/constants.js';
+import { RS_NS, SITEMAP_NS } from '../../src/core/constants.js';
 import { ResourceSyncError } from '../../src/core/errors.js';
 import type {
   DocumentHeader,
@@ -138,6 +138,23 @@ const CASES: Record<string, Case> = {
     good: () =>
       resourceList([
         { ...res(1), extensions: [{ ns: 'urn:x', prefix: 'x', local: 'foo', attributes: [], children: [] }] },
+      ]),
+  },
+  'element-repeated': {
+    bad: () =>
+      resourceList([
+        { ...res(1), extensions: [{ ns: SITEMAP_NS, prefix: '', local: 'loc', attributes: [], children: ['x'] }] },
+      ]),
+    good: () => resourceList(),
+  },
+  'element-unknown': {
+    bad: () =>
+      resourceList([
+        { ...res(1), extensions: [{ ns: SITEMAP_NS, prefix: '', local: 'image', attributes: [], children: [] }] },
+      ]),
+    good: () =>
+      resourceList([
+        { ...res(1), extensions: [{ ns: 'urn:img', prefix: 'i', local: 'image', attributes: [], children: [] }] },
       ]),
   },
   'attribute-prefixed': {
@@ -376,6 +393,9 @@ const CASES: Record<string, Case> = {
 /** Rules that only the reader can trigger (covered by the conformance and CLI tests, or by none yet). */
 const NOT_FROM_THE_MODEL = new Set([
   'header-after-entries',
+  'element-misplaced',
+  'content-unexpected',
+  'text-unexpected',
   'RS_XML_SYNTAX',
   'RS_XML_DTD',
   'RS_LIMIT',
@@ -504,6 +524,26 @@ describe('validator', () => {
       throw new TypeError('a bug');
     }
     await assert.rejects(validateStream({ header, entries: boom() }), TypeError);
+  });
+
+  it('turns reader notes into issues of their rules', () => {
+    const v = createValidator(createHeader('resource-list', { at: T0 }, [UP]));
+    v.entry(res(1));
+    v.note({ code: 'late-element', message: 'late md', line: 9, node: { ns: RS_NS, local: 'md' } });
+    v.note({ code: 'late-element', message: 'late x', line: 10, node: { ns: 'urn:x', local: 'y' } });
+    v.note({ code: 'unexpected-child', message: 'child', line: 7, entry: 1, element: 'loc' });
+    v.note({ code: 'unexpected-text', message: 'text', line: 8, element: 'urlset' });
+    v.note({ code: 'too-many-issues', message: 'more' });
+    const r = v.finish();
+    assert.deepEqual(
+      r.issues.map((i) => [i.code, i.severity, i.line]),
+      [
+        ['content-unexpected', 'error', 7],
+        ['text-unexpected', 'warning', 8],
+        ['header-after-entries', 'error', 9],
+        ['element-misplaced', 'warning', 10],
+      ],
+    );
   });
 
   it('validates a long document with bounded state and quickly', () => {
