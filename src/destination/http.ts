@@ -1,0 +1,529 @@
+/**
+ * The Destination's HTTP client: a pooled, kept-alive undici `Agent` (one pool per origin), not a `fetch` per
+ * resource. It adds what a harvester needs on top: timeouts (connect, headers, idle body), retries with
+ * exponential backoff, jitter and `Retry-After`, redirects with a limit, a per-host connection limit and an
+ * optional politeness delay, custom headers and a bearer token on every request, a User-Agent, decoding of
+ * `Content-Encoding` (gzip, deflate, br), a size bound, abort signals and counters.
+ *
+ * Retries happen only before a response body starts: once the caller is reading a body, a failure (reset,
+ * idle timeout) rejects the caller's iteration, and the caller retries the whole download with
+ * {@link retryWhole} (see `install.ts`).
+ *
+ * @module
+ */
+import { Agent } from 'undici';
+import type { Dispatcher } from 'undici';
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
+import type { Readable, Transform } from 'node:stream';
+import { ResourceSyncError } from '../core/errors.js';
+
+/** Version string used in the default User-Agent. */
+export const CLIENT_VERSION = '0.1';
+/** Default User-Agent: `resourcesync/0.1 (+https://github.com/resourcesync/resourcesync)`. */
+export const DEFAULT_USER_AGENT = `resourcesync/${CLIENT_VERSION} (+https://github.com/resourcesync/resourcesync)`;
+
+/** Options of {@link HttpClient}. Every field has a safe default. */
+export interface HttpClientOptions {
+  /** Extra headers sent on every request (discovery included). */
+  readonly headers?: Readonly<Record<string, string>>;
+  /** Sent as `Authorization: Bearer <token>` on every request (dropped on a redirect to another origin). */
+  readonly bearerToken?: string;
+  readonly userAgent?: string;
+  /** TCP (and TLS) connect timeout (default 10 s). */
+  readonly connectTimeoutMs?: number;
+  /** Time from sending a request to receiving all response headers (default 30 s). */
+  readonly headersTimeoutMs?: number;
+  /** Longest pause between two chunks of a body (default 30 s). */
+  readonly bodyIdleTimeoutMs?: number;
+  /** Redirects followed per request (default 5). */
+  readonly maxRedirects?: number;
+  /** Retries of one request before its body starts (default 3). */
+  readonly retries?: number;
+  /** First backoff delay; doubles each retry, with jitter (default 250 ms). */
+  readonly retryBaseDelayMs?: number;
+  /** Cap of any backoff delay and of `Retry-After` (default 30 s). */
+  readonly maxRetryDelayMs?: number;
+  /** Connections, hence requests in flight, per origin (default 8). */
+  readonly connectionsPerHost?: number;
+  /** Least time between the starts of two requests to one origin (default 0). */
+  readonly politenessDelayMs?: number;
+  /** Size bound of documents read through {@link HttpClient.get} with `maxBytes: 'document'` (default 50 MiB x 4). */
+  readonly maxDocumentBytes?: number;
+  /** Keep-alive time of idle connections (default 10 s). */
+  readonly keepAliveTimeoutMs?: number;
+}
+
+/** Per-request options. */
+export interface RequestInit {
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly signal?: AbortSignal;
+  /** Non-2xx statuses returned to the caller instead of thrown (e.g. `[304, 404]`). */
+  readonly accept?: readonly number[];
+  /** Bound of the decoded body in bytes: iteration rejects with `RS_LIMIT` past it. `'document'` = `maxDocumentBytes`. */
+  readonly maxBytes?: number | 'document';
+  /** Ask for and decode `Content-Encoding` gzip/deflate/br (default true). */
+  readonly decompress?: boolean;
+}
+
+/** A response whose body is being received. */
+export interface HttpResponse {
+  /** Final URL after redirects. */
+  readonly url: string;
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  /**
+   * The body, Content-Encoding decoded. Memory: one network chunk (or one decoded chunk) at a time. The idle
+   * timeout applies between chunks (rejecting with `RS_TIMEOUT`), a reset rejects with `RS_HTTP`, more than
+   * `maxBytes` with `RS_LIMIT`. Iterate it once; it must be consumed or discarded to free the connection.
+   */
+  readonly body: AsyncIterable<Uint8Array>;
+  /** Drops the body (a small rest is drained so the connection is reused; a large one closes the connection). */
+  discard(): Promise<void>;
+}
+
+/** Counters of one client. */
+export interface HttpStats {
+  /** Requests sent (each attempt and each redirect hop counts). */
+  requests: number;
+  /** Attempts repeated after a retriable failure. */
+  retries: number;
+  /** Body bytes received (decoded). */
+  bytes: number;
+  /** Redirects followed. */
+  redirects: number;
+  /** Requests that ended in an error thrown to the caller. */
+  errors: number;
+}
+
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+const RETRY_STATUSES = new Set([408, 429, 500, 502, 503, 504]);
+const RETRY_ERRORS = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EAI_AGAIN',
+  'ENETUNREACH',
+  'EHOSTUNREACH',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_CLOSED',
+]);
+const TIMEOUT_ERRORS = new Set([
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'ETIMEDOUT',
+]);
+/** Bytes of a discarded body drained to keep its connection; past this the connection is closed instead. */
+const DISCARD_DRAIN_LIMIT = 64 * 1024;
+
+/** HTTP status of errors thrown for a status (RS_HTTP), kept out of the message text. */
+const statusOfError = new WeakMap<ResourceSyncError, number>();
+/** Errors that a whole-download retry may cure (network trouble, timeouts, 5xx). */
+const retriableErrors = new WeakSet<ResourceSyncError>();
+
+/** The HTTP status of an `RS_HTTP` error thrown for a status code, else undefined. */
+export function httpStatusOf(e: unknown): number | undefined {
+  return e instanceof ResourceSyncError ? statusOfError.get(e) : undefined;
+}
+
+/** True when retrying the whole operation may succeed: network errors, timeouts, 408/429/5xx. */
+export function isRetriable(e: unknown): boolean {
+  return e instanceof ResourceSyncError && retriableErrors.has(e);
+}
+
+interface HostGate {
+  next: number;
+}
+
+/**
+ * A pooled HTTP client for harvesting.
+ *
+ * @example
+ * ```ts
+ * const client = new HttpClient({ bearerToken: 'secret', connectionsPerHost: 16 });
+ * const res = await client.get('https://example.org/resourcelist.xml', { maxBytes: 'document' });
+ * for await (const chunk of res.body) process(chunk);
+ * await client.close();
+ * ```
+ */
+export class HttpClient {
+  readonly stats: HttpStats = { requests: 0, retries: 0, bytes: 0, redirects: 0, errors: 0 };
+  readonly options: HttpClientOptions;
+  readonly #agent: Agent;
+  readonly #baseHeaders: Record<string, string>;
+  readonly #gates = new Map<string, HostGate>();
+  readonly #retries: number;
+  readonly #baseDelay: number;
+  readonly #maxDelay: number;
+  readonly #maxRedirects: number;
+  readonly #politeness: number;
+  readonly #maxDocumentBytes: number;
+
+  constructor(options: HttpClientOptions = {}) {
+    this.options = options;
+    this.#agent = new Agent({
+      connections: options.connectionsPerHost ?? 8,
+      pipelining: 1,
+      keepAliveTimeout: options.keepAliveTimeoutMs ?? 10_000,
+      connect: { timeout: options.connectTimeoutMs ?? 10_000 },
+      headersTimeout: options.headersTimeoutMs ?? 30_000,
+      bodyTimeout: options.bodyIdleTimeoutMs ?? 30_000,
+    });
+    const headers: Record<string, string> = { 'user-agent': options.userAgent ?? DEFAULT_USER_AGENT };
+    for (const [k, v] of Object.entries(options.headers ?? {})) headers[k.toLowerCase()] = v;
+    if (options.bearerToken !== undefined) headers.authorization = `Bearer ${options.bearerToken}`;
+    this.#baseHeaders = headers;
+    this.#retries = Math.max(0, options.retries ?? 3);
+    this.#baseDelay = options.retryBaseDelayMs ?? 250;
+    this.#maxDelay = options.maxRetryDelayMs ?? 30_000;
+    this.#maxRedirects = options.maxRedirects ?? 5;
+    this.#politeness = options.politenessDelayMs ?? 0;
+    this.#maxDocumentBytes = options.maxDocumentBytes ?? 4 * 52_428_800;
+  }
+
+  /** Size bound for documents (`maxDocumentBytes`). */
+  get maxDocumentBytes(): number {
+    return this.#maxDocumentBytes;
+  }
+
+  /**
+   * GET with redirects; retries network errors, 429/503 (Retry-After honoured) and other 5xx with backoff,
+   * before the body starts. A non-2xx status not in `accept` throws `RS_HTTP` naming the URL and status
+   * (see {@link httpStatusOf}); timeouts throw `RS_TIMEOUT`; an abort `RS_ABORTED`.
+   */
+  get(url: string, init: RequestInit = {}): Promise<HttpResponse> {
+    return this.#request('GET', url, init);
+  }
+
+  /** HEAD, as {@link HttpClient.get} (the body is empty). */
+  head(url: string, init: RequestInit = {}): Promise<HttpResponse> {
+    return this.#request('HEAD', url, init);
+  }
+
+  /** Closes every pooled connection. */
+  async close(): Promise<void> {
+    await this.#agent.close();
+  }
+
+  /** Closes every connection at once, failing requests in flight. */
+  async destroy(): Promise<void> {
+    await this.#agent.destroy();
+  }
+
+  async #request(method: 'GET' | 'HEAD', url: string, init: RequestInit): Promise<HttpResponse> {
+    let current = parseHttpUrl(url);
+    const headers: Record<string, string> = { ...this.#baseHeaders };
+    const decompress = init.decompress ?? true;
+    if (decompress) headers['accept-encoding'] = 'gzip, deflate, br';
+    for (const [k, v] of Object.entries(init.headers ?? {})) headers[k.toLowerCase()] = v;
+    const seen = new Set<string>();
+    for (let hop = 0; ; hop++) {
+      const res = await this.#attempt(method, current, headers, init);
+      const location = res.headers.location;
+      if (REDIRECTS.has(res.statusCode) && typeof location === 'string' && !init.accept?.includes(res.statusCode)) {
+        await discardBody(res.body);
+        seen.add(current.href);
+        let next: URL;
+        try {
+          next = parseHttpUrl(new URL(location, current).href);
+        } catch (e) {
+          throw this.#fail(
+            new ResourceSyncError('RS_HTTP', `bad redirect Location ${JSON.stringify(location)}`, {
+              url: current.href,
+              cause: e,
+            }),
+          );
+        }
+        if (hop >= this.#maxRedirects)
+          throw this.#fail(new ResourceSyncError('RS_HTTP', `more than ${this.#maxRedirects} redirects`, { url }));
+        if (seen.has(next.href))
+          throw this.#fail(new ResourceSyncError('RS_HTTP', `redirect loop at ${next.href}`, { url }));
+        if (next.origin !== current.origin) delete headers.authorization;
+        this.stats.redirects++;
+        current = next;
+        continue;
+      }
+      const ok = (res.statusCode >= 200 && res.statusCode < 300) || init.accept?.includes(res.statusCode) === true;
+      if (!ok) {
+        await discardBody(res.body);
+        const err = new ResourceSyncError('RS_HTTP', `HTTP ${res.statusCode} for ${method}`, { url: current.href });
+        statusOfError.set(err, res.statusCode);
+        if (RETRY_STATUSES.has(res.statusCode)) retriableErrors.add(err);
+        throw this.#fail(err);
+      }
+      return this.#wrap(current.href, res, init, decompress);
+    }
+  }
+
+  /** One request with retries (before the body), politeness and timeouts. */
+  async #attempt(
+    method: 'GET' | 'HEAD',
+    url: URL,
+    headers: Record<string, string>,
+    init: RequestInit,
+  ): Promise<Dispatcher.ResponseData> {
+    for (let attempt = 0; ; attempt++) {
+      if (init.signal?.aborted === true) throw this.#fail(abortError(url.href, init.signal.reason));
+      await this.#politely(url.origin, init.signal);
+      this.stats.requests++;
+      let retryAfter: number | undefined;
+      let failure: ResourceSyncError;
+      try {
+        const res = await this.#agent.request({
+          origin: url.origin,
+          path: url.pathname + url.search,
+          method,
+          headers,
+          signal: init.signal,
+        });
+        if (!RETRY_STATUSES.has(res.statusCode) || attempt >= this.#retries || init.accept?.includes(res.statusCode))
+          return res;
+        retryAfter = parseRetryAfter(res.headers['retry-after'], Date.now());
+        await discardBody(res.body);
+        failure = new ResourceSyncError('RS_HTTP', `HTTP ${res.statusCode} for ${method}`, { url: url.href });
+      } catch (e) {
+        failure = toResourceSyncError(e, url.href, init.signal);
+        if (!retriableErrors.has(failure) || attempt >= this.#retries) throw this.#fail(failure);
+      }
+      this.stats.retries++;
+      const backoff = Math.min(this.#maxDelay, this.#baseDelay * 2 ** attempt) * (0.5 + Math.random() * 0.5);
+      const delay = retryAfter === undefined ? backoff : Math.min(this.#maxDelay, Math.max(retryAfter, 0));
+      await sleep(delay, init.signal).catch((e: unknown) => {
+        throw this.#fail(abortError(url.href, e));
+      });
+    }
+  }
+
+  async #politely(origin: string, signal: AbortSignal | undefined): Promise<void> {
+    if (this.#politeness <= 0) return;
+    let gate = this.#gates.get(origin);
+    if (gate === undefined) {
+      gate = { next: 0 };
+      this.#gates.set(origin, gate);
+    }
+    const now = Date.now();
+    const start = Math.max(now, gate.next);
+    gate.next = start + this.#politeness;
+    if (start > now) await sleep(start - now, signal);
+  }
+
+  #fail(e: ResourceSyncError): ResourceSyncError {
+    this.stats.errors++;
+    return e;
+  }
+
+  #wrap(url: string, res: Dispatcher.ResponseData, init: RequestInit, decompress: boolean): HttpResponse {
+    const maxBytes =
+      init.maxBytes === 'document' ? this.#maxDocumentBytes : (init.maxBytes ?? Number.POSITIVE_INFINITY);
+    const encoding = String(res.headers['content-encoding'] ?? '')
+      .trim()
+      .toLowerCase();
+    const decoder = decompress ? decoderFor(encoding) : undefined;
+    const stats = this.stats;
+    const signal = init.signal;
+    let started = false;
+    const raw = res.body;
+    async function* iterate(): AsyncGenerator<Uint8Array, void, undefined> {
+      let total = 0;
+      let source: Readable = raw;
+      if (decoder !== undefined) {
+        raw.on('error', (e) => decoder.destroy(e));
+        source = raw.pipe(decoder);
+      }
+      try {
+        for await (const chunk of source as AsyncIterable<Buffer>) {
+          total += chunk.byteLength;
+          stats.bytes += chunk.byteLength;
+          if (total > maxBytes) {
+            throw new ResourceSyncError('RS_LIMIT', `response body larger than ${maxBytes} bytes`, { url });
+          }
+          yield chunk;
+        }
+      } catch (e) {
+        if (e instanceof ResourceSyncError) throw e;
+        throw toResourceSyncError(e, url, signal, decoder !== undefined && !isNetworkError(e) ? encoding : undefined);
+      } finally {
+        if (!raw.destroyed && !raw.readableEnded) raw.destroy();
+        decoder?.destroy();
+      }
+    }
+    return {
+      url,
+      status: res.statusCode,
+      headers: res.headers,
+      body: {
+        [Symbol.asyncIterator]() {
+          if (started) throw new ResourceSyncError('RS_HTTP', 'response body iterated twice', { url });
+          started = true;
+          return iterate();
+        },
+      },
+      async discard() {
+        if (started) return;
+        started = true;
+        await discardBody(raw);
+      },
+    };
+  }
+}
+
+/**
+ * Runs `fn` (a whole download: request and body) again after retriable failures (network errors, timeouts,
+ * 408/429/5xx; see {@link isRetriable}), with exponential backoff and jitter. Other errors are thrown at once.
+ *
+ * @example
+ * ```ts
+ * const bytes = await retryWhole(async () => { const r = await client.get(url); let n = 0; for await (const c of r.body) n += c.length; return n; });
+ * ```
+ */
+export async function retryWhole<T>(
+  fn: (attempt: number) => Promise<T>,
+  options: {
+    readonly retries?: number;
+    readonly baseDelayMs?: number;
+    readonly maxDelayMs?: number;
+    readonly signal?: AbortSignal;
+  } = {},
+): Promise<T> {
+  const retries = options.retries ?? 3;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fn(attempt);
+    } catch (e) {
+      if (attempt >= retries || !isRetriable(e) || options.signal?.aborted === true) throw e;
+      const delay = Math.min(options.maxDelayMs ?? 30_000, (options.baseDelayMs ?? 250) * 2 ** attempt);
+      await sleep(delay * (0.5 + Math.random() * 0.5), options.signal);
+    }
+  }
+}
+
+/**
+ * Reads a whole (small) body into one buffer. Memory: the body, bounded by `maxBytes` (RS_LIMIT past it).
+ */
+export async function readBody(res: HttpResponse, maxBytes = Number.POSITIVE_INFINITY): Promise<Buffer> {
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of res.body) {
+    total += chunk.byteLength;
+    if (total > maxBytes)
+      throw new ResourceSyncError('RS_LIMIT', `response body larger than ${maxBytes} bytes`, { url: res.url });
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, total);
+}
+
+/** Parses `Retry-After` (delay-seconds or HTTP-date) into milliseconds from `now`; undefined when absent or bad. */
+export function parseRetryAfter(value: string | string[] | undefined, now: number): number | undefined {
+  const text = (Array.isArray(value) ? value[0] : value)?.trim();
+  if (text === undefined || text === '') return undefined;
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const date = Date.parse(text);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, date - now);
+}
+
+function parseHttpUrl(url: string): URL {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch (e) {
+    throw new ResourceSyncError('RS_HTTP', `not a URL: ${JSON.stringify(url)}`, { cause: e });
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:')
+    throw new ResourceSyncError('RS_HTTP', `unsupported URL scheme ${u.protocol}`, { url });
+  u.hash = '';
+  return u;
+}
+
+function decoderFor(encoding: string): Transform | undefined {
+  switch (encoding) {
+    case 'gzip':
+    case 'x-gzip':
+      return createGunzip();
+    case 'deflate':
+      return createInflate();
+    case 'br':
+      return createBrotliDecompress();
+    default:
+      return undefined;
+  }
+}
+
+async function discardBody(body: Readable & { dump?: (o: { limit: number }) => Promise<void> }): Promise<void> {
+  try {
+    if (typeof body.dump === 'function') await body.dump({ limit: DISCARD_DRAIN_LIMIT });
+    else body.destroy();
+  } catch {
+    // A body that fails while being discarded does not matter.
+  }
+}
+
+function errorCode(e: unknown): string | undefined {
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+function isNetworkError(e: unknown): boolean {
+  const code = errorCode(e);
+  return code !== undefined && (code.startsWith('UND_ERR') || code.startsWith('E'));
+}
+
+function abortError(url: string, reason: unknown): ResourceSyncError {
+  return new ResourceSyncError('RS_ABORTED', 'request aborted', { url, cause: reason });
+}
+
+/** Maps undici / node / zlib errors to ResourceSyncError codes, marking the retriable ones. */
+function toResourceSyncError(
+  e: unknown,
+  url: string,
+  signal: AbortSignal | undefined,
+  decodingEncoding?: string,
+): ResourceSyncError {
+  if (e instanceof ResourceSyncError) return e;
+  if (signal?.aborted === true) return abortError(url, e);
+  const code = errorCode(e);
+  const message = (e as Error | undefined)?.message ?? String(e);
+  if (decodingEncoding !== undefined && decodingEncoding !== '' && code?.startsWith('Z_') === true)
+    return new ResourceSyncError('RS_HTTP', `cannot decode ${decodingEncoding} body: ${message}`, { url, cause: e });
+  let err: ResourceSyncError;
+  if (code !== undefined && TIMEOUT_ERRORS.has(code)) {
+    const what =
+      code === 'UND_ERR_CONNECT_TIMEOUT' ? 'connect' : code === 'UND_ERR_HEADERS_TIMEOUT' ? 'headers' : 'body idle';
+    err = new ResourceSyncError('RS_TIMEOUT', `${what} timeout`, { url, cause: e });
+  } else if ((e as Error | undefined)?.name === 'AbortError' || code === 'UND_ERR_ABORTED' || code === 'ABORT_ERR') {
+    err = abortError(url, e);
+    return err;
+  } else {
+    err = new ResourceSyncError('RS_HTTP', `network error: ${code ?? ''}${code === undefined ? '' : ' '}${message}`, {
+      url,
+      cause: e,
+    });
+  }
+  if (
+    code !== undefined &&
+    (RETRY_ERRORS.has(code) || TIMEOUT_ERRORS.has(code) || code === 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH')
+  )
+    retriableErrors.add(err);
+  return err;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted === true) {
+      reject(signal.reason as Error);
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason as Error);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,227 @@
+/**
+ * Verified installation of one resource: the bytes go to a temporary file next to the target (same directory,
+ * hence same file system), md5 and sha-256 (and sha-1 when the Source declares it) are computed in the same
+ * pass, the length and any declared hash are checked, and only then is the temporary file renamed over the
+ * target. On any failure the temporary file is removed and the old file is left as it was.
+ *
+ * @module
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, rename, unlink } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import type { HashAlgorithm } from '../core/constants.js';
+import { ResourceSyncError } from '../core/errors.js';
+import type { Hashes } from '../core/hash.js';
+import type { Entry } from '../core/model.js';
+import { createMultiHasher } from '../io/hashing.js';
+import { syncDir } from '../io/atomic.js';
+import { type HttpClient, isRetriable, retryWhole } from './http.js';
+import { ensureParentDirectory } from './paths.js';
+
+/** What the Source declares about a resource: checked after the download. */
+export interface Expected {
+  readonly length?: number;
+  readonly hashes?: Hashes;
+}
+
+/** Result of a verified install. */
+export interface InstallResult {
+  readonly length: number;
+  /** md5 and sha-256 always, sha-1 when it was declared. */
+  readonly hashes: Hashes;
+}
+
+/** Options of {@link installFromStream} and {@link downloadAndInstall}. */
+export interface InstallOptions {
+  readonly signal?: AbortSignal;
+  /** fsync the file before the rename (default true: a file the state records is on disk). */
+  readonly fsync?: boolean;
+  /**
+   * The Destination's root: parent directories are created one by one under it, refusing symbolic links
+   * (`RS_UNSAFE_PATH`). Without it, parents are created with `mkdir -p`.
+   */
+  readonly root?: string;
+  /** Install even when a declared hash or length does not match (the result says what was found). */
+  readonly skipVerify?: boolean;
+}
+
+/** Options of {@link downloadAndInstall}. */
+export interface DownloadOptions extends InstallOptions {
+  /** URLs to try before the resource's own (e.g. `rel="duplicate"` mirrors by `pri`, see {@link mirrorsOf}). */
+  readonly mirrors?: readonly string[];
+  /** Whole-download retries per URL after network errors, timeouts and 5xx (default 2). */
+  readonly retries?: number;
+  /** Request headers (e.g. conditional GET). */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+const ALWAYS: readonly HashAlgorithm[] = ['md5', 'sha-256'];
+
+/** Directories that got a rename since the last {@link syncInstalledDirectories}. */
+const dirtyDirs = new Set<string>();
+
+/** The temporary path used for `target`: `.<name>.<random>.tmp` in the same directory. */
+export function installTempPath(target: string): string {
+  return join(dirname(target), `.${basename(target).slice(0, 200)}.${randomBytes(6).toString('hex')}.tmp`);
+}
+
+/** True for names of temporary files left by an interrupted install (to clean up or to skip in audits). */
+export function isInstallTempName(name: string): boolean {
+  return /^\..*\.[0-9a-f]{12}\.tmp$/.test(name);
+}
+
+/**
+ * The URLs to fetch a resource from, best first: its `rel="duplicate"` links by ascending `pri` (links
+ * without `pri` after those with, in document order), then its `loc` (§12 Mirroring, Example 24).
+ */
+export function mirrorsOf(entry: Entry): string[] {
+  const dups = entry.links
+    .map((l, i) => ({ l, i }))
+    .filter(({ l }) => l.rel === 'duplicate' && l.href !== '' && l.href !== entry.loc)
+    .sort((a, b) => (a.l.pri ?? Number.MAX_SAFE_INTEGER) - (b.l.pri ?? Number.MAX_SAFE_INTEGER) || a.i - b.i);
+  return dups.map(({ l }) => l.href);
+}
+
+function algorithmsFor(expected: Expected): HashAlgorithm[] {
+  return expected.hashes?.['sha-1'] !== undefined ? [...ALWAYS, 'sha-1'] : [...ALWAYS];
+}
+
+/** Throws RS_LENGTH_MISMATCH / RS_HASH_MISMATCH when `got` contradicts `expected`. */
+export function verify(expected: Expected, got: InstallResult, url?: string): void {
+  const where = url === undefined ? {} : { url };
+  if (expected.length !== undefined && expected.length !== got.length)
+    throw new ResourceSyncError('RS_LENGTH_MISMATCH', `length ${got.length}, expected ${expected.length}`, where);
+  for (const [alg, hex] of Object.entries(expected.hashes ?? {}) as [HashAlgorithm, string | undefined][]) {
+    const mine = got.hashes[alg];
+    if (hex === undefined || mine === undefined) continue;
+    if (mine !== hex.toLowerCase())
+      throw new ResourceSyncError('RS_HASH_MISMATCH', `${alg} ${mine}, expected ${hex.toLowerCase()}`, where);
+  }
+}
+
+/**
+ * Streams `source` to a temporary file next to `target`, hashes it in the same pass, verifies it against
+ * `expected`, and renames it over `target`. Memory: one chunk of `source` at a time.
+ * @throws ResourceSyncError RS_LENGTH_MISMATCH / RS_HASH_MISMATCH (old file untouched), RS_IO, RS_UNSAFE_PATH,
+ *   or whatever the source throws (RS_HTTP, RS_TIMEOUT...).
+ */
+export async function installFromStream(
+  source: AsyncIterable<Uint8Array>,
+  target: string,
+  expected: Expected,
+  options: InstallOptions & { readonly url?: string } = {},
+): Promise<InstallResult> {
+  const dir = dirname(target);
+  if (options.root !== undefined) await ensureParentDirectory(options.root, target);
+  else await mkdirp(dir);
+  const tmp = installTempPath(target);
+  const hasher = createMultiHasher(algorithmsFor(expected));
+  const limit = expected.length;
+  let fh: Awaited<ReturnType<typeof open>> | undefined;
+  try {
+    try {
+      fh = await open(tmp, 'wx', 0o644);
+    } catch (e) {
+      throw ioError(`cannot create ${tmp}`, e);
+    }
+    for await (const chunk of source) {
+      options.signal?.throwIfAborted();
+      hasher.update(chunk);
+      if (limit !== undefined && hasher.length > limit && options.skipVerify !== true)
+        throw new ResourceSyncError('RS_LENGTH_MISMATCH', `more than the ${limit} bytes declared`, urlOf(options.url));
+      let off = 0;
+      while (off < chunk.byteLength) {
+        const { bytesWritten } = await fh.write(chunk, off, chunk.byteLength - off);
+        off += bytesWritten;
+      }
+    }
+    const result: InstallResult = { length: hasher.length, hashes: hasher.digest() };
+    if (options.skipVerify !== true) verify(expected, result, options.url);
+    if (options.fsync ?? true) await fh.sync();
+    await fh.close();
+    fh = undefined;
+    try {
+      await rename(tmp, target);
+    } catch (e) {
+      throw ioError(`cannot install ${target}`, e);
+    }
+    dirtyDirs.add(dir);
+    return result;
+  } catch (e) {
+    await fh?.close().catch(() => undefined);
+    await unlink(tmp).catch(() => undefined);
+    if (e instanceof ResourceSyncError) throw e;
+    if (options.signal?.aborted === true)
+      throw new ResourceSyncError('RS_ABORTED', 'install aborted', { ...urlOf(options.url), cause: e });
+    throw ioError(`cannot write ${target}`, e);
+  }
+}
+
+/**
+ * Downloads a resource and installs it at `target` after verification (see {@link installFromStream}).
+ * Tries each of `mirrors` in order, then `url`; each URL is retried as a whole download after network errors,
+ * timeouts and 5xx. A mismatch on one URL moves on to the next. Memory: one network chunk at a time.
+ *
+ * @returns the length, hashes and the URL the content came from.
+ * @throws the error of the last URL tried (the resource's own): RS_HTTP, RS_TIMEOUT, RS_HASH_MISMATCH,
+ *   RS_LENGTH_MISMATCH, RS_IO, RS_UNSAFE_PATH, RS_ABORTED. The old file is untouched on failure.
+ */
+export async function downloadAndInstall(
+  client: HttpClient,
+  url: string,
+  target: string,
+  expected: Expected,
+  options: DownloadOptions = {},
+): Promise<InstallResult & { readonly url: string }> {
+  const candidates = [...(options.mirrors ?? []).filter((m) => m !== url), url];
+  let lastError: unknown;
+  for (const candidate of candidates) {
+    try {
+      const result = await retryWhole(
+        async () => {
+          const res = await client.get(candidate, {
+            ...(options.signal === undefined ? {} : { signal: options.signal }),
+            ...(options.headers === undefined ? {} : { headers: options.headers }),
+          });
+          return installFromStream(res.body, target, expected, { ...options, url: res.url });
+        },
+        { retries: options.retries ?? 2, ...(options.signal === undefined ? {} : { signal: options.signal }) },
+      );
+      return { ...result, url: candidate };
+    } catch (e) {
+      lastError = e;
+      if (options.signal?.aborted === true) throw e;
+      if (e instanceof ResourceSyncError && (e.code === 'RS_IO' || e.code === 'RS_UNSAFE_PATH')) throw e;
+      if (!(e instanceof ResourceSyncError) && !isRetriable(e)) throw e;
+    }
+  }
+  throw lastError;
+}
+
+/**
+ * fsyncs every directory that received a file since the last call, so the renames are durable. Call it before
+ * recording a watermark. Memory: the set of directories touched.
+ */
+export async function syncInstalledDirectories(): Promise<number> {
+  const dirs = [...dirtyDirs];
+  dirtyDirs.clear();
+  for (const d of dirs) await syncDir(d);
+  return dirs.length;
+}
+
+async function mkdirp(dir: string): Promise<void> {
+  try {
+    await mkdir(dir, { recursive: true });
+  } catch (e) {
+    throw ioError(`cannot create ${dir}`, e);
+  }
+}
+
+function urlOf(url: string | undefined): { url?: string } {
+  return url === undefined ? {} : { url };
+}
+
+function ioError(what: string, e: unknown): ResourceSyncError {
+  if (e instanceof ResourceSyncError) return e;
+  return new ResourceSyncError('RS_IO', `${what}: ${(e as Error).message}`, { cause: e });
+}
