@@ -8,6 +8,8 @@ import { Command, CommanderError } from 'commander';
 import { ResourceSyncError } from '../core/errors.js';
 import { EXIT } from './exit.js';
 import { register as registerHub } from './hub.js';
+import { register as registerInspect } from './inspect.js';
+import { register as registerValidate } from './validate.js';
 
 /** A subcommand module: adds its command (with options, help and action) to the program. */
 export type RegisterCommand = (program: Command) => void;
@@ -15,6 +17,8 @@ export type RegisterCommand = (program: Command) => void;
 const commands: RegisterCommand[] = [
   // Each subcommand module is imported below and listed here.
   registerHub,
+  registerValidate,
+  registerInspect,
 ];
 
 export async function main(argv: readonly string[] = process.argv): Promise<number> {

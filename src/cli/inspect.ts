@@ -1,0 +1,184 @@
+/**
+ * `resourcesync inspect [--json] <file-or-url>`: what a document is and holds: kind, header (capability,
+ * at/completed/from/until, links), entry count, time range of `<lastmod>` and `datetime`, changes by type,
+ * capabilities listed, and the number of validation errors and warnings. Streams: memory does not grow with
+ * the number of entries.
+ *
+ * @module
+ */
+import type { Command } from 'commander';
+import { parseDatetime } from '../core/datetime.js';
+import { ResourceSyncError } from '../core/errors.js';
+import type { DocumentKind, Entry, Link, RootElement } from '../core/model.js';
+import { createValidator } from '../core/validate.js';
+import { openDocument } from '../xml/index.js';
+import { EXIT } from './exit.js';
+import { type InputOptions, isInputError, openInput } from './input.js';
+import { type CommandOutput, processOutput, seconds } from './validate.js';
+
+/** Earliest and latest of a set of datetimes, as written. */
+export interface TimeRange {
+  readonly min: string;
+  readonly max: string;
+}
+
+/** What `inspect` reports about a document. */
+export interface DocumentSummary {
+  readonly source: string;
+  readonly kind: DocumentKind;
+  readonly root: RootElement;
+  readonly capability?: string;
+  readonly at?: string;
+  readonly completed?: string;
+  readonly from?: string;
+  readonly until?: string;
+  readonly links: readonly Link[];
+  readonly entries: number;
+  readonly lastmod?: TimeRange;
+  readonly datetime?: TimeRange;
+  /** Entries by change type (created, updated, deleted, and any other value as written). */
+  readonly changes: Record<string, number>;
+  /** Entries by capability (Source Description, Capability List, framework notification). */
+  readonly capabilities: Record<string, number>;
+  readonly errors: number;
+  readonly warnings: number;
+}
+
+/** Keeps the earliest and latest valid datetime seen. */
+class RangeTracker {
+  private min: { ms: number; text: string } | undefined;
+  private max: { ms: number; text: string } | undefined;
+  add(text: string | undefined): void {
+    if (text === undefined) return;
+    const dt = parseDatetime(text);
+    if (dt === undefined) return;
+    if (this.min === undefined || dt.ms < this.min.ms) this.min = { ms: dt.ms, text };
+    if (this.max === undefined || dt.ms > this.max.ms) this.max = { ms: dt.ms, text };
+  }
+  get range(): TimeRange | undefined {
+    return this.min === undefined || this.max === undefined ? undefined : { min: this.min.text, max: this.max.text };
+  }
+}
+
+/** Most distinct change / capability values counted (the rest go under "(other)"): bounds memory. */
+const MAX_KEYS = 100;
+
+function count(map: Record<string, number>, key: string): void {
+  const k = key in map || Object.keys(map).length < MAX_KEYS ? key : '(other)';
+  map[k] = (map[k] ?? 0) + 1;
+}
+
+/**
+ * Reads a document and summarises it.
+ * @throws ResourceSyncError when it cannot be read (input codes) or is not a readable document (reader codes).
+ */
+export async function inspectInput(arg: string, options: InputOptions = {}): Promise<DocumentSummary> {
+  const input = await openInput(arg, options);
+  try {
+    const stream = await openDocument(input.bytes, { url: input.url ?? arg });
+    const h = stream.header;
+    const validator = createValidator(h, { maxIssues: 0 });
+    const lastmod = new RangeTracker();
+    const datetime = new RangeTracker();
+    const changes: Record<string, number> = Object.create(null) as Record<string, number>;
+    const capabilities: Record<string, number> = Object.create(null) as Record<string, number>;
+    let n = 0;
+    for await (const e of stream.entries as AsyncIterable<Entry>) {
+      n++;
+      validator.entry(e);
+      lastmod.add(e.lastmod);
+      datetime.add(e.md?.datetime);
+      if (e.md?.change !== undefined) count(changes, e.md.change);
+      if (e.md?.capability !== undefined) count(capabilities, e.md.capability);
+    }
+    for (const note of stream.issues) validator.note(note);
+    const v = validator.finish();
+    const s: { -readonly [K in keyof DocumentSummary]: DocumentSummary[K] } = {
+      source: arg,
+      kind: v.kind,
+      root: h.root,
+      links: h.links,
+      entries: n,
+      changes: { ...changes },
+      capabilities: { ...capabilities },
+      errors: v.errors,
+      warnings: v.warnings,
+    };
+    for (const name of ['capability', 'at', 'completed', 'from', 'until'] as const) {
+      const value = h.md?.[name];
+      if (value !== undefined) s[name] = value;
+    }
+    const lm = lastmod.range;
+    if (lm !== undefined) s.lastmod = lm;
+    const dt = datetime.range;
+    if (dt !== undefined) s.datetime = dt;
+    return s;
+  } finally {
+    await input.close();
+  }
+}
+
+/** Formats a summary for people. */
+export function formatSummary(s: DocumentSummary): string {
+  const lines: string[] = [`${s.source}`, `  kind:        ${s.kind} (<${s.root}>)`];
+  for (const name of ['capability', 'at', 'completed', 'from', 'until'] as const) {
+    const value = s[name];
+    if (value !== undefined) lines.push(`  ${`${name}:`.padEnd(12)} ${value}`);
+  }
+  for (const l of s.links) lines.push(`  link:        ${l.rel} -> ${l.href}`);
+  lines.push(`  entries:     ${s.entries}`);
+  if (s.lastmod !== undefined) lines.push(`  lastmod:     ${s.lastmod.min} .. ${s.lastmod.max}`);
+  if (s.datetime !== undefined) lines.push(`  datetime:    ${s.datetime.min} .. ${s.datetime.max}`);
+  const changes = Object.entries(s.changes);
+  if (changes.length > 0) lines.push(`  changes:     ${changes.map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  const caps = Object.entries(s.capabilities);
+  if (caps.length > 0) lines.push(`  capabilities: ${caps.map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  lines.push(`  validation:  ${s.errors} error(s), ${s.warnings} warning(s) (run "resourcesync validate" for details)`);
+  return `${lines.join('\n')}\n`;
+}
+
+/** Runs `inspect` and returns the exit code: 0 read, 1 not a readable document, 2 input unreadable. */
+export async function runInspect(
+  arg: string,
+  options: InputOptions & { readonly json?: boolean } = {},
+  out: CommandOutput = processOutput,
+): Promise<number> {
+  try {
+    const s = await inspectInput(arg, options);
+    out.stdout(options.json === true ? `${JSON.stringify(s)}\n` : formatSummary(s));
+    return EXIT.OK;
+  } catch (e) {
+    if (!(e instanceof ResourceSyncError)) throw e;
+    if (options.json === true)
+      out.stdout(`${JSON.stringify({ source: arg, error: { code: e.code, message: e.message } })}\n`);
+    else out.stderr(`resourcesync: ${e.message} [${e.code}]\n`);
+    return isInputError(e) ? EXIT.USAGE : EXIT.FAILED;
+  }
+}
+
+/** Adds `inspect` to the program. */
+export function register(program: Command): void {
+  program
+    .command('inspect')
+    .description('summarise a ResourceSync document: kind, header, entries, time range, changes')
+    .argument('<input>', 'a file or an http(s) URL')
+    .option('--json', 'print the summary as one JSON object')
+    .option('--timeout <seconds>', 'URL connect and response-headers timeout', seconds, 10_000)
+    .option('--body-timeout <seconds>', 'URL body idle timeout', seconds, 30_000)
+    .addHelpText(
+      'after',
+      `
+Exit codes:
+  0  the document was read (whether valid or not: see the validation line, or run "validate")
+  1  not well-formed XML, or not a Sitemap / ResourceSync document
+  2  the input cannot be read (missing file, HTTP error, timeout) or the arguments are wrong
+`,
+    )
+    .action(async (input: string, o: Record<string, unknown>) => {
+      process.exitCode = await runInspect(input, {
+        json: o['json'] === true,
+        timeoutMs: o['timeout'] as number,
+        bodyTimeoutMs: o['bodyTimeout'] as number,
+      });
+    });
+}

@@ -1,0 +1,220 @@
+/**
+ * `resourcesync validate [--json] <file-or-url>...`: every rule of the standard, one line per issue, a summary
+ * per document. Exit codes: 0 no error (warnings allowed), 1 a document has an error (or is malformed), 2 an
+ * input cannot be read or the arguments are wrong.
+ *
+ * @module
+ */
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { ResourceSyncError } from '../core/errors.js';
+import type { DocumentKind } from '../core/model.js';
+import { issueFromError, type ValidationIssue, type ValidationResult, validateStream } from '../core/validate.js';
+import { openDocument } from '../xml/index.js';
+import { EXIT } from './exit.js';
+import { type InputOptions, isInputError, openInput } from './input.js';
+
+/** Where a command writes; tests pass their own. */
+export interface CommandOutput {
+  readonly stdout: (text: string) => void;
+  readonly stderr: (text: string) => void;
+}
+
+/** The process's stdout and stderr. */
+export const processOutput: CommandOutput = {
+  stdout: (t) => void process.stdout.write(t),
+  stderr: (t) => void process.stderr.write(t),
+};
+
+/** Every document kind, for `--expect`. */
+export const DOCUMENT_KINDS: readonly DocumentKind[] = [
+  'source-description',
+  'capability-list',
+  'resource-list',
+  'resource-list-index',
+  'resource-dump',
+  'resource-dump-index',
+  'resource-dump-manifest',
+  'change-list',
+  'change-list-index',
+  'change-dump',
+  'change-dump-index',
+  'change-dump-manifest',
+  'change-notification',
+  'framework-notification',
+];
+
+/** Options of {@link runValidate}. */
+export interface ValidateCommandOptions extends InputOptions {
+  readonly json?: boolean;
+  readonly expect?: DocumentKind;
+  readonly strict?: boolean;
+  readonly maxEntries?: number;
+  readonly maxIssues?: number;
+}
+
+/** The outcome for one input: a validation result, or the error that kept it from being read. */
+export type DocumentOutcome =
+  | { readonly source: string; readonly result: ValidationResult }
+  | { readonly source: string; readonly unreadable: ResourceSyncError };
+
+/**
+ * Reads and validates one file or URL, streaming (memory bounded as `validateStream` states).
+ * Malformed documents give a result with the reader's error as an issue; unreadable inputs give `unreadable`.
+ */
+export async function validateInput(arg: string, options: ValidateCommandOptions = {}): Promise<DocumentOutcome> {
+  let input: Awaited<ReturnType<typeof openInput>>;
+  try {
+    input = await openInput(arg, options);
+  } catch (e) {
+    if (isInputError(e)) return { source: arg, unreadable: e };
+    throw e;
+  }
+  const validateOptions = {
+    ...(options.expect === undefined ? {} : { expectedKind: options.expect }),
+    ...(options.maxEntries === undefined ? {} : { maxEntries: options.maxEntries }),
+    ...(options.maxIssues === undefined ? {} : { maxIssues: options.maxIssues }),
+    rethrow: isInputError,
+  };
+  try {
+    const stream = await openDocument(input.bytes, { url: input.url ?? arg });
+    return { source: arg, result: await validateStream(stream, validateOptions) };
+  } catch (e) {
+    if (isInputError(e)) return { source: arg, unreadable: e };
+    if (e instanceof ResourceSyncError) {
+      const issue = issueFromError(e);
+      return {
+        source: arg,
+        result: { kind: 'unknown', entries: 0, issues: [issue], errors: 1, warnings: 0, suppressed: 0, valid: false },
+      };
+    }
+    throw e;
+  } finally {
+    await input.close();
+  }
+}
+
+/** Formats an issue as `source:line: severity code message (section)`. */
+export function formatIssue(source: string, i: ValidationIssue): string {
+  const where = i.line !== undefined ? `${source}:${i.line}` : source;
+  const entry = i.entry !== undefined && i.line === undefined ? ` entry ${i.entry}:` : '';
+  return `${where}:${entry} ${i.severity} ${i.code} ${i.message} (${i.section})`;
+}
+
+/**
+ * Runs `validate` over the inputs, one after the other, and returns the exit code
+ * (0 valid, 1 a document has an error, 2 an input cannot be read).
+ */
+export async function runValidate(
+  inputs: readonly string[],
+  options: ValidateCommandOptions = {},
+  out: CommandOutput = processOutput,
+): Promise<number> {
+  let code: number = EXIT.OK;
+  let valid = 0;
+  let invalid = 0;
+  let unreadable = 0;
+  for (const arg of inputs) {
+    const outcome = await validateInput(arg, options);
+    if ('unreadable' in outcome) {
+      unreadable++;
+      code = EXIT.USAGE;
+      const e = outcome.unreadable;
+      if (options.json === true)
+        out.stdout(
+          `${JSON.stringify({ source: arg, readable: false, error: { code: e.code, message: e.message } })}\n`,
+        );
+      else out.stderr(`resourcesync: ${e.message} [${e.code}]\n`);
+      continue;
+    }
+    const r = outcome.result;
+    const ok = r.valid && (options.strict !== true || r.warnings === 0);
+    if (ok) valid++;
+    else {
+      invalid++;
+      if (code === EXIT.OK) code = EXIT.FAILED;
+    }
+    if (options.json === true) {
+      out.stdout(
+        `${JSON.stringify({
+          source: arg,
+          readable: true,
+          kind: r.kind,
+          entries: r.entries,
+          valid: r.valid,
+          errors: r.errors,
+          warnings: r.warnings,
+          suppressed: r.suppressed,
+          issues: r.issues,
+        })}\n`,
+      );
+      continue;
+    }
+    let text = '';
+    for (const i of r.issues) text += `${formatIssue(arg, i)}\n`;
+    const more = r.suppressed > 0 ? ` (${r.suppressed} not shown)` : '';
+    text += `${arg}: ${r.kind}, ${r.entries} ${r.entries === 1 ? 'entry' : 'entries'}: ${plural(r.errors, 'error')}, ${plural(r.warnings, 'warning')}${more}${ok ? '' : ' - INVALID'}\n`;
+    out.stdout(text);
+  }
+  if (options.json !== true && inputs.length > 1)
+    out.stdout(`${inputs.length} documents: ${valid} valid, ${invalid} invalid, ${unreadable} unreadable\n`);
+  return code;
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
+/** Parses a positive integer option. */
+export function positiveInteger(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError('expected a positive integer');
+  return n;
+}
+
+/** Parses a duration in seconds (decimals allowed) to milliseconds. */
+export function seconds(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('expected a number of seconds > 0');
+  return Math.round(n * 1000);
+}
+
+/** Help text shared by the commands that read a file or URL. */
+export const EXIT_HELP = `
+Exit codes:
+  0  every document is valid (warnings allowed; with --strict, no warning either)
+  1  a document has an error, or is not well-formed XML / not a ResourceSync document
+  2  an input cannot be read (missing file, HTTP error, timeout) or the arguments are wrong
+`;
+
+/** Adds `validate` to the program. */
+export function register(program: Command): void {
+  program
+    .command('validate')
+    .description('check ResourceSync documents (files or http(s) URLs) against every rule of the standard')
+    .argument('<inputs...>', 'files or http(s) URLs')
+    .option('--json', 'one JSON object per document (JSON lines): source, kind, entries, issues')
+    .addOption(new Option('--expect <kind>', 'the kind every document must be').choices(DOCUMENT_KINDS))
+    .option('--strict', 'warnings make a document invalid too')
+    .option('--timeout <seconds>', 'URL connect and response-headers timeout', seconds, 10_000)
+    .option('--body-timeout <seconds>', 'URL body idle timeout', seconds, 30_000)
+    .option('--max-entries <n>', 'entries allowed in one document', positiveInteger, 50_000)
+    .option('--max-issues <n>', 'issues shown per document (the rest are counted)', positiveInteger, 1000)
+    .addHelpText(
+      'after',
+      `
+Output: one line per issue, "file:line: error|warning <code> <message> (<section>)", then a summary per
+document. Rule codes and sections are listed in the README ("Validation rules").
+${EXIT_HELP}`,
+    )
+    .action(async (inputs: string[], o: Record<string, unknown>) => {
+      process.exitCode = await runValidate(inputs, {
+        json: o['json'] === true,
+        strict: o['strict'] === true,
+        ...(typeof o['expect'] === 'string' ? { expect: o['expect'] as DocumentKind } : {}),
+        timeoutMs: o['timeout'] as number,
+        bodyTimeoutMs: o['bodyTimeout'] as number,
+        maxEntries: o['maxEntries'] as number,
+        maxIssues: o['maxIssues'] as number,
+      });
+    });
+}
