@@ -163,8 +163,8 @@ export function register(program: Command): void {
     .description('summarise a ResourceSync document: kind, header, entries, time range, changes')
     .argument('<input>', 'a file or an http(s) URL')
     .option('--json', 'print the summary as one JSON object')
-    .option('--timeout <seconds>', 'URL connect and response-headers timeout', seconds, 10_000)
-    .option('--body-timeout <seconds>', 'URL body idle timeout', seconds, 30_000)
+    .option('--timeout <seconds>', 'URL connect and response-headers timeout (default: 10)', seconds)
+    .option('--body-timeout <seconds>', 'URL body idle timeout (default: 30)', seconds)
     .addHelpText(
       'after',
       `
@@ -177,8 +177,8 @@ Exit codes:
     .action(async (input: string, o: Record<string, unknown>) => {
       process.exitCode = await runInspect(input, {
         json: o['json'] === true,
-        timeoutMs: o['timeout'] as number,
-        bodyTimeoutMs: o['bodyTimeout'] as number,
+        ...(typeof o['timeout'] === 'number' ? { timeoutMs: o['timeout'] } : {}),
+        ...(typeof o['bodyTimeout'] === 'number' ? { bodyTimeoutMs: o['bodyTimeout'] } : {}),
       });
     });
 }

@@ -195,8 +195,8 @@ export function register(program: Command): void {
     .option('--json', 'one JSON object per document (JSON lines): source, kind, entries, issues')
     .addOption(new Option('--expect <kind>', 'the kind every document must be').choices(DOCUMENT_KINDS))
     .option('--strict', 'warnings make a document invalid too')
-    .option('--timeout <seconds>', 'URL connect and response-headers timeout', seconds, 10_000)
-    .option('--body-timeout <seconds>', 'URL body idle timeout', seconds, 30_000)
+    .option('--timeout <seconds>', 'URL connect and response-headers timeout (default: 10)', seconds)
+    .option('--body-timeout <seconds>', 'URL body idle timeout (default: 30)', seconds)
     .option('--max-entries <n>', 'entries allowed in one document', positiveInteger, 50_000)
     .option('--max-issues <n>', 'issues shown per document (the rest are counted)', positiveInteger, 1000)
     .addHelpText(
@@ -211,8 +211,8 @@ ${EXIT_HELP}`,
         json: o['json'] === true,
         strict: o['strict'] === true,
         ...(typeof o['expect'] === 'string' ? { expect: o['expect'] as DocumentKind } : {}),
-        timeoutMs: o['timeout'] as number,
-        bodyTimeoutMs: o['bodyTimeout'] as number,
+        ...(typeof o['timeout'] === 'number' ? { timeoutMs: o['timeout'] } : {}),
+        ...(typeof o['bodyTimeout'] === 'number' ? { bodyTimeoutMs: o['bodyTimeout'] } : {}),
         maxEntries: o['maxEntries'] as number,
         maxIssues: o['maxIssues'] as number,
       });
