@@ -81,7 +81,9 @@ async function main(): Promise<void> {
   const sNs = await time(() => readSaxes(path, true), runs);
   const sNoNs = await time(() => readSaxes(path, false), runs);
   const row = (name: string, r: { ms: number; entries: number }): void =>
-    console.log(`${name.padEnd(28)} ${(mb / (r.ms / 1000)).toFixed(1).padStart(7)} MB/s  ${r.ms.toFixed(0).padStart(6)} ms  ${r.entries} entries`);
+    console.log(
+      `${name.padEnd(28)} ${(mb / (r.ms / 1000)).toFixed(1).padStart(7)} MB/s  ${r.ms.toFixed(0).padStart(6)} ms  ${r.entries} entries`,
+    );
   row('openDocument', ours);
   row('saxes (xmlns: true)', sNs);
   row('saxes (xmlns: false)', sNoNs);

@@ -33,7 +33,10 @@ export function fileSource(path: string, chunkSize: number = FILE_CHUNK_SIZE): A
         for await (const chunk of stream) yield chunk as Uint8Array;
       } catch (e) {
         const err = e as NodeJS.ErrnoException;
-        throw new ResourceSyncError('RS_IO', `cannot read ${path}: ${err.code ?? err.message}`, { url: path, cause: e });
+        throw new ResourceSyncError('RS_IO', `cannot read ${path}: ${err.code ?? err.message}`, {
+          url: path,
+          cause: e,
+        });
       } finally {
         stream.destroy();
       }
@@ -60,7 +63,11 @@ export function toAsyncIterable(source: ByteSource): AsyncIterable<Uint8Array> {
 }
 
 function limitError(maxBytes: number, url: string | undefined, what: string): ResourceSyncError {
-  return new ResourceSyncError('RS_LIMIT', `${what} is larger than ${maxBytes} bytes (maxBytes)`, url === undefined ? {} : { url });
+  return new ResourceSyncError(
+    'RS_LIMIT',
+    `${what} is larger than ${maxBytes} bytes (maxBytes)`,
+    url === undefined ? {} : { url },
+  );
 }
 
 /**

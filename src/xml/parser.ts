@@ -626,7 +626,8 @@ export class DocumentParser {
         if (nextLt >= 0) this.syntax(`value of attribute ${aname} is not closed`, v0 - 1);
         return this.more(lt, 'a start tag');
       }
-      if (nextLt >= 0 && nextLt < v1) this.syntax(`'<' is not allowed in an attribute value (attribute ${aname})`, nextLt);
+      if (nextLt >= 0 && nextLt < v1)
+        this.syntax(`'<' is not allowed in an attribute value (attribute ${aname})`, nextLt);
       let value = s.slice(v0, v1);
       if (
         value.indexOf('\n') >= 0 ||
@@ -668,7 +669,8 @@ export class DocumentParser {
         const uri = this.av[j]!;
         if (uri === '') this.syntax(`namespace prefix ${prefix} cannot be undeclared (xmlns:${prefix}="")`, lt);
         if (prefix === 'xmlns') this.syntax('the xmlns prefix cannot be declared', lt);
-        if ((prefix === 'xml') !== (uri === XML_NS)) this.syntax('the xml prefix is bound to its own namespace only', lt);
+        if ((prefix === 'xml') !== (uri === XML_NS))
+          this.syntax('the xml prefix is bound to its own namespace only', lt);
         if (uri === XMLNS_NS) this.syntax(`the namespace ${uri} cannot be bound to a prefix`, lt);
         bindings.set(prefix, internNs(uri));
       }
@@ -1097,6 +1099,7 @@ export function parseNonNegativeInteger(v: string): number | undefined {
 }
 
 function setOwn(rec: Record<string, string>, key: string, value: string): void {
-  if (key === '__proto__') Object.defineProperty(rec, key, { value, enumerable: true, writable: true, configurable: true });
+  if (key === '__proto__')
+    Object.defineProperty(rec, key, { value, enumerable: true, writable: true, configurable: true });
   else rec[key] = value;
 }

@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { TextDecoder } from 'node:util';
 import { ResourceSyncError } from '../core/errors.js';
 import type { DocumentHeader, Entry, ResourceSyncDocument } from '../core/model.js';
 import { type ByteSource, documentBytes } from './bytes.js';

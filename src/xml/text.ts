@@ -42,7 +42,8 @@ export function decodeReferences(s: string, fail: Fail): string {
     } else {
       rep = Object.hasOwn(PREDEFINED, ref) ? PREDEFINED[ref] : undefined;
       if (rep === undefined) {
-        if (!/^[A-Za-z_:][\w.:-]*$/.test(ref)) fail("'&' must start an entity or character reference (write &amp;)", amp);
+        if (!/^[A-Za-z_:][\w.:-]*$/.test(ref))
+          fail("'&' must start an entity or character reference (write &amp;)", amp);
         fail(`unknown entity &${ref}; (only the five predefined entities are allowed; DTDs are refused)`, amp);
       }
     }
