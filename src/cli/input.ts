@@ -105,15 +105,14 @@ async function openUrl(url: string, options: InputOptions): Promise<Input> {
     await res.body.dump().catch(() => {});
     await close();
     const what = res.statusCode < 400 ? 'too many redirects' : `HTTP ${res.statusCode}`;
-    throw new ResourceSyncError('RS_HTTP', `cannot read ${url}: ${what}`, { url });
+    throw new ResourceSyncError('RS_HTTP', `cannot read: ${what}`, { url });
   }
   async function* body(): AsyncGenerator<Uint8Array> {
     let total = 0;
     try {
       for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
         total += chunk.byteLength;
-        if (total > maxBytes)
-          throw new ResourceSyncError('RS_LIMIT', `${url}: more than ${maxBytes} bytes (--max-bytes)`, { url });
+        if (total > maxBytes) throw new ResourceSyncError('RS_LIMIT', `more than ${maxBytes} bytes`, { url });
         yield chunk;
       }
     } catch (e) {
@@ -134,9 +133,9 @@ function httpError(url: string, e: unknown): ResourceSyncError {
   const code = (e as { code?: string } | undefined)?.code ?? '';
   const name = (e as { name?: string } | undefined)?.name ?? '';
   if (name === 'AbortError' || code === 'ABORT_ERR')
-    return new ResourceSyncError('RS_ABORTED', `${url}: aborted`, { url, cause: e });
+    return new ResourceSyncError('RS_ABORTED', 'aborted', { url, cause: e });
   if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT')
-    return new ResourceSyncError('RS_TIMEOUT', `${url}: timed out (${code})`, { url, cause: e });
+    return new ResourceSyncError('RS_TIMEOUT', `timed out (${code})`, { url, cause: e });
   const message = e instanceof Error ? e.message : String(e);
   return new ResourceSyncError('RS_HTTP', `cannot read ${url}: ${message}${code ? ` (${code})` : ''}`, {
     url,
