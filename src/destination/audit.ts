@@ -1,0 +1,159 @@
+/**
+ * Audit (§5.2): compare the local copy with the Source's current state, which is its Resource List plus the
+ * changes its Change Lists record since the list's `at`. Each resource is missing, extra, changed or the same;
+ * content is compared by hash when both sides know one (recomputed from disk with `checksum`), else by length
+ * and lastmod. Nothing is written.
+ *
+ * @module
+ */
+import { join } from 'node:path';
+import { parseDatetime } from '../core/datetime.js';
+import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
+import type { Entry } from '../core/model.js';
+import { type SyncContext, describeError, hashLocal, regularFileSize } from './context.js';
+import { openExpected, openListTree, readChangeListIndex } from './documents.js';
+import type { AuditCounts } from './events.js';
+import {
+  ChangeCoalescer,
+  type ExpectedContent,
+  type PlannedChange,
+  expectedOf,
+  hashesMatchExpected,
+  isUpToDate,
+  selectIntervals,
+} from './plan.js';
+
+/** Where an audit reads from. */
+export interface AuditSources {
+  readonly resourceLists: readonly string[];
+  readonly changeLists: readonly string[];
+}
+
+const SAMPLES = 20;
+
+/**
+ * Audits the local copy. Memory: the set of URIs seen in the Resource List (to find extras), plus the
+ * changes recorded since the list's `at` (one per resource).
+ */
+export async function runAudit(ctx: SyncContext, sources: AuditSources): Promise<AuditCounts> {
+  const audit: AuditCounts = {
+    missing: 0,
+    extra: 0,
+    changed: 0,
+    same: 0,
+    samples: { missing: [], extra: [], changed: [] },
+  };
+  const note = (kind: 'missing' | 'extra' | 'changed' | 'same', uri: string): void => {
+    audit[kind]++;
+    if (kind !== 'same' && audit.samples[kind].length < SAMPLES) audit.samples[kind].push(uri);
+  };
+  if (sources.resourceLists.length === 0)
+    throw new ResourceSyncError('RS_DISCOVERY', 'the Source offers no Resource List to audit against', {
+      url: ctx.options.source,
+    });
+  const seen = new Set<string>();
+  for (const url of sources.resourceLists) {
+    const tree = await openListTree(ctx, url);
+    const changes = await changesSince(ctx, sources.changeLists, tree.at());
+    for await (const entry of tree.entries) {
+      ctx.checkAborted();
+      const uri = entry.loc;
+      if (uri === '' || !ctx.mapper.isAllowed(uri)) continue;
+      seen.add(uri);
+      const change = changes.get(uri);
+      changes.delete(uri);
+      await compareOne(ctx, uri, entry, change, note);
+    }
+    // Resources created after the list's snapshot.
+    for (const change of changes.values()) {
+      if (!ctx.mapper.isAllowed(change.uri)) continue;
+      seen.add(change.uri);
+      await compareOne(ctx, change.uri, undefined, change, note);
+    }
+  }
+  // Local resources the Source no longer has.
+  for (const rec of ctx.state.all()) {
+    if (seen.has(rec.uri)) continue;
+    const size = await regularFileSize(join(ctx.options.dir, rec.path));
+    if (size !== undefined) note('extra', rec.uri);
+  }
+  return audit;
+}
+
+async function compareOne(
+  ctx: SyncContext,
+  uri: string,
+  entry: Entry | undefined,
+  change: PlannedChange | undefined,
+  note: (kind: 'missing' | 'extra' | 'changed' | 'same', uri: string) => void,
+): Promise<void> {
+  let target: string;
+  try {
+    target = ctx.mapper.toLocalPath(uri);
+  } catch {
+    return;
+  }
+  const rec = ctx.state.get(uri);
+  const size = await regularFileSize(target);
+  if (change?.change === 'deleted') {
+    if (size !== undefined) note('extra', uri);
+    return;
+  }
+  if (size === undefined) {
+    note('missing', uri);
+    return;
+  }
+  let expected: ExpectedContent = entry === undefined ? {} : expectedOf(entry);
+  let changedAfterList = false;
+  if (change !== undefined) {
+    const fromChange = expectedOf(change.entry);
+    if (fromChange.hashes !== undefined || fromChange.length !== undefined) expected = fromChange;
+    else changedAfterList = true;
+  }
+  if (changedAfterList) {
+    // The change gives no content description: the local copy is current if it recorded that change.
+    const recMs = rec?.sourceDatetime === undefined ? undefined : parseDatetime(rec.sourceDatetime)?.ms;
+    note(recMs !== undefined && change !== undefined && recMs >= change.datetimeMs ? 'same' : 'changed', uri);
+    return;
+  }
+  if (ctx.options.checksum && expected.hashes !== undefined) {
+    try {
+      const local = await hashLocal(target, expected);
+      note(hashesMatchExpected(expected, local) ? 'same' : 'changed', uri);
+    } catch {
+      note('changed', uri);
+    }
+    return;
+  }
+  if (ctx.options.checksum && expected.length !== undefined && size !== expected.length) {
+    note('changed', uri);
+    return;
+  }
+  note(isUpToDate(rec, expected, size) ? 'same' : 'changed', uri);
+}
+
+/** Changes recorded since `at`, coalesced per resource (empty when there are no Change Lists or no `at`). */
+async function changesSince(
+  ctx: SyncContext,
+  changeLists: readonly string[],
+  at: string | undefined,
+): Promise<Map<string, PlannedChange>> {
+  const out = new Map<string, PlannedChange>();
+  if (at === undefined || changeLists.length === 0) return out;
+  const coalescer = new ChangeCoalescer(parseDatetime(at)?.ms);
+  for (const url of changeLists) {
+    try {
+      const index = await readChangeListIndex(ctx, url);
+      for (const doc of selectIntervals(index.docs, at)) {
+        const stream = doc.opened ?? (await openExpected(ctx, doc.url, ['change-list'], 'a Change List'));
+        for await (const e of stream.entries) coalescer.add(e);
+      }
+    } catch (e) {
+      if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+      const f = describeError(url, e);
+      ctx.warn(f.code, `Change List unreadable, auditing against the Resource List alone: ${f.message}`, url);
+    }
+  }
+  for (const c of coalescer.finish().changes) out.set(c.uri, c);
+  return out;
+}

@@ -1,0 +1,317 @@
+/**
+ * Baseline synchronization (§5.2, §10, §11): a complete copy from Resource Dump packages, falling back to the
+ * Resource List for whatever a package could not provide, or from the Resource List alone.
+ *
+ * @module
+ */
+import { formatDatetime, parseDatetime } from '../core/datetime.js';
+import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
+import type { Entry } from '../core/model.js';
+import { forEachConcurrent } from './concurrent.js';
+import { type SyncContext, describeError, hashLocal, regularFileSize } from './context.js';
+import { openExpected, openListTree } from './documents.js';
+import { DumpPackage, downloadPackage } from './dump.js';
+import { candidateUrls, expectedOf, hashesMatchExpected, isUpToDate } from './plan.js';
+
+/** Where a baseline reads from. */
+export interface BaselineSources {
+  /** Resource List or Resource List Index URLs (normally one). */
+  readonly resourceLists: readonly string[];
+  /** Resource Dump or Resource Dump Index URLs. */
+  readonly resourceDumps: readonly string[];
+}
+
+/** Result of {@link runBaseline}. */
+export interface BaselineResult {
+  /** The snapshot time recorded as watermark (when complete) */
+  readonly at: string;
+  readonly complete: boolean;
+  readonly via: string[];
+}
+
+/**
+ * Copies every resource of the Source. Resources already present with the same content are skipped, so a
+ * run interrupted or partly failed resumes where it stopped. The Source's `at` (the earliest of the documents
+ * read) becomes the watermark only when every resource was copied (`complete`); refused resources (outside
+ * the Source's authority) do not prevent completion but are reported.
+ *
+ * Memory: bounded by `concurrency` entries in flight plus, when a dump package fails, the URIs of that
+ * package's resources (to fetch them from the list).
+ */
+export async function runBaseline(ctx: SyncContext, sources: BaselineSources): Promise<BaselineResult> {
+  const started = formatDatetime(Date.now());
+  const via: string[] = [];
+  let at: string | undefined;
+  const noteAt = (t: string | undefined): void => {
+    if (t === undefined) return;
+    const p = parseDatetime(t);
+    if (p !== undefined && (at === undefined || p.ms < (parseDatetime(at)?.ms ?? Number.POSITIVE_INFINITY))) at = t;
+  };
+  ctx.state.journalBegin('baseline', { source: ctx.options.source, started });
+
+  // Which list entries still need fetching: everything (no dump), none (dumps complete), or a set of URIs.
+  const missing = new Set<string>();
+  const useDumps = sources.resourceDumps.length > 0 && !ctx.options.noDumps && !ctx.options.dryRun;
+  let fallback: 'all' | Set<string> = useDumps ? missing : 'all';
+  if (useDumps) {
+    via.push('dump');
+    for (const url of sources.resourceDumps) {
+      let tree: Awaited<ReturnType<typeof openListTree>>;
+      try {
+        tree = await openListTree(ctx, url, true);
+      } catch (e) {
+        if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+        ctx.warn(codeOf(e), `Resource Dump unusable, using the Resource List: ${messageOf(e)}`, url);
+        fallback = 'all';
+        break;
+      }
+      for await (const pkgEntry of tree.entries) {
+        ctx.checkAborted();
+        const r = await applyResourcePackage(ctx, pkgEntry, missing, () => tree.at());
+        if (r === 'all') {
+          fallback = 'all';
+          break;
+        }
+      }
+      noteAt(tree.at());
+      if (fallback === 'all') break;
+    }
+  }
+  await ctx.recorder.flush();
+
+  const needList = fallback === 'all' || fallback.size > 0;
+  if (needList) {
+    if (sources.resourceLists.length === 0) {
+      if (fallback !== 'all') for (const uri of fallback) ctx.count(uri, 'failed', 'dump', missingFromDump(uri));
+      else
+        throw new ResourceSyncError('RS_DISCOVERY', 'the Source offers no Resource List', { url: ctx.options.source });
+    } else {
+      via.push('list');
+      for (const url of sources.resourceLists) {
+        const tree = await openListTree(ctx, url);
+        const only = fallback === 'all' ? undefined : fallback;
+        await forEachConcurrent(
+          tree.entries,
+          ctx.options.concurrency,
+          async (entry) => {
+            if (only !== undefined) {
+              if (!only.has(entry.loc)) return;
+              only.delete(entry.loc);
+            }
+            await applyListEntry(ctx, entry, tree.at());
+          },
+          ctx.options.signal,
+        );
+        noteAt(tree.at());
+      }
+      if (fallback !== 'all') for (const uri of fallback) ctx.count(uri, 'failed', 'dump', missingFromDump(uri));
+    }
+  }
+  await ctx.recorder.flush();
+  ctx.progress();
+
+  const complete = ctx.counts.failed === 0;
+  const watermark = at ?? started;
+  if (at === undefined)
+    ctx.warn('RS_INVALID_VALUE', `the Source gives no "at" time; using the local start time ${started}`);
+  if (complete && !ctx.options.dryRun) {
+    ctx.state.transaction(() => {
+      ctx.state.setWatermark({ at: watermark, kind: 'baseline', sourceUrl: ctx.options.source });
+      ctx.state.journalEnd();
+    });
+    ctx.emit({ type: 'watermark', at: watermark });
+  }
+  return { at: watermark, complete, via };
+}
+
+function missingFromDump(uri: string): ResourceSyncError {
+  return new ResourceSyncError('RS_ZIP', 'not provided by the Resource Dump and absent from the Resource List', {
+    url: uri,
+  });
+}
+
+/** Local target of a URI, or undefined after counting it as refused. */
+export function targetOf(ctx: SyncContext, uri: string, from: 'list' | 'dump' | 'change'): string | undefined {
+  if (uri === '') {
+    ctx.count('(empty loc)', 'refused', from, new ResourceSyncError('RS_INVALID_VALUE', 'entry without <loc>'));
+    return undefined;
+  }
+  if (!ctx.mapper.isAllowed(uri)) {
+    ctx.count(
+      uri,
+      'refused',
+      from,
+      new ResourceSyncError('RS_AUTHORITY', 'outside the authority of the Source (use --allow-host)', { url: uri }),
+    );
+    return undefined;
+  }
+  try {
+    return ctx.mapper.toLocalPath(uri);
+  } catch (e) {
+    ctx.count(uri, 'refused', from, e);
+    return undefined;
+  }
+}
+
+/**
+ * Brings one Resource List entry up to date: skipped when present with the same content (by hash, else length
+ * and lastmod), adopted when an unrecorded local file already has the expected hash, otherwise fetched from
+ * its mirrors then its loc, verified and installed.
+ */
+export async function applyListEntry(ctx: SyncContext, entry: Entry, at: string | undefined): Promise<void> {
+  const uri = entry.loc;
+  const target = targetOf(ctx, uri, 'list');
+  if (target === undefined) return;
+  const expected = expectedOf(entry);
+  const rec = ctx.state.get(uri);
+  const size = await regularFileSize(target);
+  if (size !== undefined && isUpToDate(rec, expected, size)) {
+    ctx.count(uri, 'skipped', 'list');
+    return;
+  }
+  if (
+    size !== undefined &&
+    expected.hashes !== undefined &&
+    !ctx.options.dryRun &&
+    (rec === undefined || rec.deleted !== true)
+  ) {
+    // A file installed by an interrupted run before it was recorded, or placed by hand: adopt it if it matches.
+    try {
+      const local = await hashLocal(target, expected);
+      if (hashesMatchExpected(expected, local)) {
+        await ctx.recorder.put(ctx.record(uri, target, local, entry.lastmod, at), target);
+        ctx.count(uri, 'skipped', 'list');
+        return;
+      }
+    } catch {
+      // Unreadable: fetch it again.
+    }
+  }
+  const action = rec === undefined || rec.deleted === true || size === undefined ? 'created' : 'updated';
+  if (ctx.options.dryRun) {
+    ctx.count(uri, action, 'list');
+    return;
+  }
+  const r = await ctx.fetchResource(candidateUrls(entry), target, expected);
+  if ('error' in r) {
+    ctx.count(uri, 'failed', 'list', r.error);
+    return;
+  }
+  ctx.counts.bytes += r.length;
+  await ctx.recorder.put(ctx.record(uri, target, r, entry.lastmod, at), target);
+  ctx.count(uri, action, 'list');
+}
+
+/**
+ * Applies one Resource Dump package: download to a temporary file, open it, read `manifest.xml` first, then
+ * install every bitstream verified against the manifest. URIs the package could not provide are added to
+ * `fallback`; `'all'` is returned when the package's content is unknown (no readable manifest inside or via
+ * its `contents` link), so the whole list must be used.
+ */
+async function applyResourcePackage(
+  ctx: SyncContext,
+  pkgEntry: Entry,
+  fallback: Set<string>,
+  at: () => string | undefined,
+): Promise<'ok' | 'all'> {
+  const url = pkgEntry.loc;
+  const declared = expectedOf(pkgEntry);
+  let pkg: DumpPackage;
+  try {
+    const opts: {
+      tmpDir: string;
+      maxBytes?: number;
+      length?: number;
+      hashes?: typeof declared.hashes;
+      signal?: AbortSignal;
+    } = { tmpDir: ctx.options.tmpDir };
+    if (ctx.options.maxPackageBytes !== undefined) opts.maxBytes = ctx.options.maxPackageBytes;
+    if (declared.length !== undefined) opts.length = declared.length;
+    if (declared.hashes !== undefined) opts.hashes = declared.hashes;
+    if (ctx.options.signal !== undefined) opts.signal = ctx.options.signal;
+    const file = await downloadPackage(ctx.client, url, opts);
+    pkg = await DumpPackage.open(file, { url });
+  } catch (e) {
+    if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+    ctx.warn(codeOf(e), `package unusable, its resources will come from the Resource List: ${messageOf(e)}`, url);
+    return collectFromContents(ctx, pkgEntry, fallback);
+  }
+  let manifestRead = false;
+  try {
+    const manifest = await pkg.openManifest();
+    if (manifest.header.kind !== 'resource-dump-manifest')
+      throw new ResourceSyncError(
+        'RS_NOT_RESOURCESYNC',
+        `manifest.xml is a ${manifest.header.kind}, not a Resource Dump Manifest`,
+        {
+          url,
+        },
+      );
+    ctx.emit({ type: 'package', url, files: pkg.size - 1 });
+    await forEachConcurrent(
+      manifest.entries,
+      ctx.options.concurrency,
+      async (m) => {
+        const uri = m.loc;
+        const target = targetOf(ctx, uri, 'dump');
+        if (target === undefined) return;
+        const expected = expectedOf(m);
+        const rec = ctx.state.get(uri);
+        const size = await regularFileSize(target);
+        if (size !== undefined && isUpToDate(rec, expected, size)) {
+          ctx.count(uri, 'skipped', 'dump');
+          return;
+        }
+        try {
+          const r = await ctx.installStream(await pkg.openBitstream(m.md?.path), target, expected);
+          ctx.counts.bytes += r.length;
+          await ctx.recorder.put(ctx.record(uri, target, r, m.lastmod, at()), target);
+          ctx.count(uri, rec === undefined || size === undefined ? 'created' : 'updated', 'dump');
+        } catch (e) {
+          if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+          fallback.add(uri);
+          ctx.warn(
+            codeOf(e),
+            `${uri}: not installed from the package, will use the Resource List: ${messageOf(e)}`,
+            url,
+          );
+        }
+      },
+      ctx.options.signal,
+    );
+    manifestRead = true;
+  } catch (e) {
+    if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+    ctx.warn(codeOf(e), `package manifest unusable: ${messageOf(e)}`, url);
+  } finally {
+    await pkg.close();
+  }
+  return manifestRead ? 'ok' : collectFromContents(ctx, pkgEntry, fallback);
+}
+
+/** Adds the URIs of a package's external manifest (`rs:ln rel="contents"`, §11.1) to `fallback`. */
+async function collectFromContents(ctx: SyncContext, pkgEntry: Entry, fallback: Set<string>): Promise<'ok' | 'all'> {
+  const contents = pkgEntry.links.find((l) => l.rel === 'contents');
+  if (contents === undefined) return 'all';
+  try {
+    const doc = await openExpected(ctx, contents.href, ['resource-dump-manifest'], 'a Resource Dump Manifest');
+    for await (const e of doc.entries) if (e.loc !== '') fallback.add(e.loc);
+    return 'ok';
+  } catch (e) {
+    if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+    ctx.warn(
+      codeOf(e),
+      `manifest of the package unreadable, using the whole Resource List: ${messageOf(e)}`,
+      contents.href,
+    );
+    return 'all';
+  }
+}
+
+function codeOf(e: unknown): string {
+  return describeError('', e).code;
+}
+
+function messageOf(e: unknown): string {
+  return describeError('', e).message;
+}

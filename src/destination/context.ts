@@ -1,0 +1,378 @@
+/**
+ * What the three operations share: the HTTP client, the path mapper, the state (or a read-only view of it in
+ * a dry run), batched and durable recording of installed resources, counts, failures and events.
+ *
+ * @module
+ */
+import { open, rm, stat } from 'node:fs/promises';
+import { dirname, relative, sep } from 'node:path';
+import { type ErrorCode, ResourceSyncError, isResourceSyncError } from '../core/errors.js';
+import type { Hashes } from '../core/hash.js';
+import { syncDir } from '../io/atomic.js';
+import { hashFile } from '../io/hashing.js';
+import {
+  type Operation,
+  type ResourceAction,
+  SUMMARY_SAMPLE_LIMIT,
+  type SyncCounts,
+  type SyncEvent,
+  type SyncFailure,
+  emptyCounts,
+} from './events.js';
+import type { HttpClient } from './http.js';
+import { downloadAndInstall, installFromStream } from './install.js';
+import type { PathMapper } from './paths.js';
+import { type ExpectedContent, algorithmsFor } from './plan.js';
+import type { DestinationState, ResourceRecord } from './state.js';
+
+/** The part of {@link DestinationState} the operations use. */
+export type StateLike = Pick<
+  DestinationState,
+  | 'get'
+  | 'put'
+  | 'markDeleted'
+  | 'remove'
+  | 'all'
+  | 'count'
+  | 'transaction'
+  | 'getWatermark'
+  | 'setWatermark'
+  | 'journalBegin'
+  | 'journalEnd'
+  | 'journal'
+  | 'getMeta'
+  | 'setMeta'
+>;
+
+/** A read-only view for dry runs: reads go to the real state when there is one, writes are dropped. */
+export function dryState(real: StateLike | undefined): StateLike {
+  return {
+    get: (uri) => real?.get(uri),
+    put: () => undefined,
+    markDeleted: () => undefined,
+    remove: () => undefined,
+    all: () => real?.all() ?? [][Symbol.iterator](),
+    count: () => real?.count() ?? 0,
+    transaction: <T>(fn: () => T): T => fn(),
+    getWatermark: () => real?.getWatermark(),
+    setWatermark: () => undefined,
+    journalBegin: () => undefined,
+    journalEnd: () => undefined,
+    journal: () => real?.journal(),
+    getMeta: (key) => real?.getMeta(key),
+    setMeta: () => undefined,
+  };
+}
+
+/**
+ * How installed files are made durable before the state records them.
+ * - `batch` (default): files are renamed into place without fsync; before the transaction that records a batch
+ *   of them commits, every file of the batch and its directory are fsynced (in parallel, so the file system
+ *   can merge the journal commits). A record therefore never names a file that a power loss could take away.
+ * - `file`: each file is fsynced (and its directory) as it is installed, before the next is written.
+ * - `none`: no fsync at all (tests and throwaway copies); a process crash loses nothing, a power loss may.
+ */
+export type Durability = 'batch' | 'file' | 'none';
+
+/** Options of {@link Recorder}. */
+export interface RecorderOptions {
+  readonly durability: Durability;
+  /** Records per transaction (default 512). */
+  readonly batchSize?: number;
+}
+
+type Pending =
+  | { readonly kind: 'put'; readonly rec: ResourceRecord; readonly file?: string }
+  | { readonly kind: 'delete'; readonly uri: string; readonly datetime: string; readonly removed: boolean };
+
+/**
+ * Batches state writes: one SQLite transaction per `batchSize` records, each preceded (in `batch` durability)
+ * by an fsync of the files it records. Memory: one batch.
+ */
+export class Recorder {
+  private pending: Pending[] = [];
+  private flushing: Promise<void> = Promise.resolve();
+  private readonly batchSize: number;
+
+  constructor(
+    private readonly state: StateLike,
+    private readonly options: RecorderOptions,
+  ) {
+    this.batchSize = options.batchSize ?? 512;
+  }
+
+  /** Records a resource installed at `file` (fsynced before the record commits, in batch durability). */
+  async put(rec: ResourceRecord, file?: string): Promise<void> {
+    this.pending.push(file === undefined ? { kind: 'put', rec } : { kind: 'put', rec, file });
+    if (this.pending.length >= this.batchSize) await this.flush();
+  }
+
+  /** Records a deletion (`removed`: the local file was removed, its directory is fsynced first). */
+  async delete(uri: string, datetime: string, removed: boolean): Promise<void> {
+    this.pending.push({ kind: 'delete', uri, datetime, removed });
+    if (this.pending.length >= this.batchSize) await this.flush();
+  }
+
+  /** Makes every pending record durable. Concurrent callers wait for the same flushes, in order. */
+  flush(): Promise<void> {
+    const batch = this.pending;
+    this.pending = [];
+    const run = this.flushing.then(() => this.commit(batch));
+    this.flushing = run.catch(() => undefined);
+    return run;
+  }
+
+  private async commit(batch: Pending[]): Promise<void> {
+    if (batch.length === 0) return;
+    if (this.options.durability === 'batch') {
+      const files = new Set<string>();
+      const dirs = new Set<string>();
+      for (const p of batch) {
+        if (p.kind === 'put' && p.file !== undefined) {
+          files.add(p.file);
+          dirs.add(dirname(p.file));
+        }
+      }
+      await forEachLimited([...files], 32, fsyncFile);
+      await forEachLimited([...dirs], 32, syncDir);
+    }
+    this.state.transaction(() => {
+      for (const p of batch) {
+        if (p.kind === 'put') this.state.put(p.rec);
+        else this.state.markDeleted(p.uri, p.datetime);
+      }
+    });
+  }
+}
+
+async function fsyncFile(path: string): Promise<void> {
+  let fh: Awaited<ReturnType<typeof open>> | undefined;
+  try {
+    fh = await open(path, 'r');
+    await fh.sync();
+  } catch (e) {
+    throw new ResourceSyncError('RS_IO', `cannot fsync ${path}: ${(e as Error).message}`, { cause: e });
+  } finally {
+    await fh?.close().catch(() => undefined);
+  }
+}
+
+async function forEachLimited<T>(items: readonly T[], limit: number, fn: (x: T) => Promise<void>): Promise<void> {
+  let i = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (i < items.length) {
+      const item = items[i++] as T;
+      await fn(item);
+    }
+  });
+  await Promise.all(workers);
+}
+
+/** Settings every operation reads. */
+export interface ContextOptions {
+  readonly source: string;
+  readonly dir: string;
+  readonly dryRun: boolean;
+  readonly deleteFiles: boolean;
+  readonly concurrency: number;
+  readonly checksum: boolean;
+  readonly noDumps: boolean;
+  readonly autoBaseline: boolean;
+  readonly durability: Durability;
+  readonly maxPackageBytes?: number;
+  readonly tmpDir: string;
+  readonly signal?: AbortSignal;
+}
+
+/** Progress events are throttled to one per this many milliseconds (resource events are not). */
+const PROGRESS_INTERVAL_MS = 100;
+
+/** State of one running operation. */
+export class SyncContext {
+  readonly counts: SyncCounts = emptyCounts();
+  readonly failures: SyncFailure[] = [];
+  readonly warnings: string[] = [];
+  readonly recorder: Recorder;
+  private done = 0;
+  private lastProgress = 0;
+  total: number | undefined;
+
+  constructor(
+    readonly operation: Operation,
+    readonly client: HttpClient,
+    readonly mapper: PathMapper,
+    readonly state: StateLike,
+    readonly options: ContextOptions,
+    private readonly listener: (e: SyncEvent) => void,
+  ) {
+    this.recorder = new Recorder(state, { durability: options.dryRun ? 'none' : options.durability });
+  }
+
+  emit(e: SyncEvent): void {
+    try {
+      this.listener(e);
+    } catch {
+      // A listener that throws must not break the operation.
+    }
+  }
+
+  warn(code: string, message: string, url?: string): void {
+    if (this.warnings.length < SUMMARY_SAMPLE_LIMIT) this.warnings.push(`${message} [${code}]`);
+    this.emit(url === undefined ? { type: 'warning', code, message } : { type: 'warning', code, message, url });
+  }
+
+  /** Counts one resource outcome and emits its events. */
+  count(uri: string, action: ResourceAction, from: 'list' | 'dump' | 'change', error?: unknown): void {
+    switch (action) {
+      case 'created':
+        this.counts.created++;
+        break;
+      case 'updated':
+        this.counts.updated++;
+        break;
+      case 'deleted':
+        this.counts.deleted++;
+        break;
+      case 'deletion-recorded':
+        this.counts.deletionsRecorded++;
+        break;
+      case 'skipped':
+        this.counts.skipped++;
+        break;
+      case 'failed':
+        this.counts.failed++;
+        break;
+      case 'refused':
+        this.counts.refused++;
+        break;
+    }
+    if (error !== undefined) {
+      const f = describeError(uri, error);
+      if (this.failures.length < SUMMARY_SAMPLE_LIMIT) this.failures.push(f);
+      this.emit({ type: 'resource', uri, action, from, error: { code: f.code, message: f.message } });
+    } else {
+      this.emit({ type: 'resource', uri, action, from });
+    }
+    this.done++;
+    const now = Date.now();
+    if (now - this.lastProgress >= PROGRESS_INTERVAL_MS) {
+      this.lastProgress = now;
+      this.progress();
+    }
+  }
+
+  /** Emits a progress event now. */
+  progress(): void {
+    const e: { type: 'progress'; done: number; bytes: number; total?: number } = {
+      type: 'progress',
+      done: this.done,
+      bytes: this.counts.bytes,
+    };
+    if (this.total !== undefined) e.total = this.total;
+    this.emit(e);
+  }
+
+  /** The local path of `uri`, relative to the copy's directory, as stored in the state. */
+  relativePath(target: string): string {
+    return relative(this.options.dir, target).split(sep).join('/');
+  }
+
+  /**
+   * Fetches a resource from its candidate URLs (mirrors first, §12.3) and installs it at `target`, verified
+   * against `expected`. Returns undefined and counts a failure when every candidate fails.
+   */
+  async fetchResource(
+    urls: readonly string[],
+    target: string,
+    expected: ExpectedContent,
+  ): Promise<{ length: number; hashes: Hashes } | { error: unknown }> {
+    let lastError: unknown;
+    const exp: { length?: number; hashes?: Hashes } = {};
+    if (expected.length !== undefined) exp.length = expected.length;
+    if (expected.hashes !== undefined) exp.hashes = expected.hashes;
+    for (const url of urls) {
+      try {
+        const init: { signal?: AbortSignal; fsync: boolean; root: string } = {
+          fsync: this.options.durability === 'file',
+          root: this.options.dir,
+        };
+        if (this.options.signal !== undefined) init.signal = this.options.signal;
+        const r = await downloadAndInstall(this.client, url, target, exp, init);
+        return { length: r.length, hashes: r.hashes };
+      } catch (e) {
+        if (isResourceSyncError(e, 'RS_ABORTED') || this.options.signal?.aborted === true) throw e;
+        if (isResourceSyncError(e, 'RS_IO') || isResourceSyncError(e, 'RS_UNSAFE_PATH')) return { error: e };
+        lastError = e;
+      }
+    }
+    return { error: lastError };
+  }
+
+  /** Installs bytes from a dump package at `target`, verified against `expected`. */
+  async installStream(
+    source: AsyncIterable<Uint8Array>,
+    target: string,
+    expected: ExpectedContent,
+  ): Promise<{ length: number; hashes: Hashes }> {
+    const exp: { length?: number; hashes?: Hashes } = {};
+    if (expected.length !== undefined) exp.length = expected.length;
+    if (expected.hashes !== undefined) exp.hashes = expected.hashes;
+    return installFromStream(source, target, exp, {
+      fsync: this.options.durability === 'file',
+      root: this.options.dir,
+    });
+  }
+
+  /** A record for an installed resource. */
+  record(
+    uri: string,
+    target: string,
+    result: { length: number; hashes: Hashes },
+    lastmod: string | undefined,
+    sourceDatetime: string | undefined,
+  ): ResourceRecord {
+    const rec: {
+      -readonly [K in keyof ResourceRecord]: ResourceRecord[K];
+    } = { uri, path: this.relativePath(target), length: result.length };
+    if (result.hashes.md5 !== undefined) rec.md5 = result.hashes.md5;
+    if (result.hashes['sha-256'] !== undefined) rec.sha256 = result.hashes['sha-256'];
+    if (lastmod !== undefined) rec.lastmod = lastmod;
+    if (sourceDatetime !== undefined) rec.sourceDatetime = sourceDatetime;
+    return rec;
+  }
+
+  /** Removes a local file (for `--delete`); missing files are fine. */
+  async removeFile(target: string): Promise<void> {
+    await rm(target, { force: true });
+    if (this.options.durability !== 'none') await syncDir(dirname(target));
+  }
+
+  /** True when the run must not go on (aborted). */
+  checkAborted(): void {
+    if (this.options.signal?.aborted === true)
+      throw new ResourceSyncError('RS_ABORTED', 'aborted', { cause: this.options.signal.reason });
+  }
+}
+
+/** Size of a regular file, or undefined. */
+export async function regularFileSize(path: string): Promise<number | undefined> {
+  try {
+    const s = await stat(path);
+    return s.isFile() ? s.size : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Hashes a local file to compare it with `expected` (md5 + sha-256, sha-1 when expected has it). */
+export async function hashLocal(path: string, expected: ExpectedContent): Promise<{ length: number; hashes: Hashes }> {
+  return hashFile(path, algorithmsFor(expected));
+}
+
+/** A failure record from any thrown value. */
+export function describeError(uri: string, e: unknown): SyncFailure {
+  if (e instanceof ResourceSyncError) return { uri, code: e.code, message: e.message };
+  const err = e as { code?: unknown; message?: unknown };
+  const code: ErrorCode | string = typeof err?.code === 'string' ? err.code : 'RS_IO';
+  return { uri, code, message: typeof err?.message === 'string' ? err.message : String(e) };
+}

@@ -1,0 +1,294 @@
+/**
+ * The Destination library API (§5.2): discover a Source, then baseline, incremental or audit a local copy,
+ * with progress events.
+ *
+ * @module
+ */
+import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
+import type { DocumentKind } from '../core/model.js';
+import { type AuditSources, runAudit } from './audit.js';
+import { type BaselineSources, runBaseline } from './baseline.js';
+import { type ContextOptions, type Durability, type StateLike, SyncContext, dryState } from './context.js';
+import { type DiscoveryResult, discover } from './discovery.js';
+import type { AuditCounts, Operation, SyncEvent, SyncSummary } from './events.js';
+import { HttpClient, type HttpClientOptions } from './http.js';
+import { type IncrementalSources, parseFromOption, runIncremental } from './incremental.js';
+import { STATE_DIR_NAME, createPathMapper } from './paths.js';
+import { DestinationState, STATE_DB_NAME } from './state.js';
+
+/** Options of a {@link Destination}. */
+export interface DestinationOptions {
+  /** Any URL discovery starts from: a Source root, Source Description, Capability List, list or index. */
+  readonly url: string;
+  /** The local copy's directory (its state lives in `<dir>/.resourcesync/`). */
+  readonly dir: string;
+  /** Which Capability List, when the Source Description lists several (name, URL path or position). */
+  readonly set?: string;
+  /** Report what would be done, write nothing (not even the state). */
+  readonly dryRun?: boolean;
+  /** Remove local copies of resources the Source deleted (default: keep them, record the deletion). */
+  readonly delete?: boolean;
+  /** Start an incremental run from this datetime instead of the watermark. */
+  readonly from?: string;
+  /** Audit: recompute hashes from disk instead of trusting the state. */
+  readonly checksum?: boolean;
+  /** When an incremental run finds a gap, run a new baseline instead of failing with `RS_GAP`. */
+  readonly autoBaseline?: boolean;
+  /** Ignore Resource Dumps and Change Dumps. */
+  readonly noDumps?: boolean;
+  /** Hosts accepted besides the Source's own (authority check, Sitemap protocol). */
+  readonly allowHosts?: readonly string[];
+  /** false: accept resources of any host. */
+  readonly authorityCheck?: boolean;
+  /** Local layout: `host-path` (default) or `path`. */
+  readonly layout?: 'host-path' | 'path';
+  /** Options of the HTTP client created for the run (ignored when `client` is given). */
+  readonly http?: HttpClientOptions;
+  /** A client to use (not closed by the Destination). */
+  readonly client?: HttpClient;
+  /** Resources fetched or installed at once (default 16). */
+  readonly concurrency?: number;
+  /** See {@link Durability} (default `batch`). */
+  readonly durability?: Durability;
+  /** Bound on a downloaded dump package (default 8 GiB). */
+  readonly maxPackageBytes?: number;
+  readonly signal?: AbortSignal;
+}
+
+/** What the Source offers, from discovery. */
+export interface SourceDocuments {
+  readonly resourceLists: string[];
+  readonly resourceDumps: string[];
+  readonly changeLists: string[];
+  readonly changeDumps: string[];
+}
+
+/**
+ * A local copy of a Source.
+ *
+ * @example
+ * ```ts
+ * const d = new Destination({ url: 'http://localhost:8080/', dir: './mirror' });
+ * d.on((e) => { if (e.type === 'progress') console.error(e.done) });
+ * const summary = await d.sync();          // baseline the first time, incremental afterwards
+ * const audit = await d.audit();           // summary.inSync
+ * ```
+ */
+export class Destination {
+  private readonly listeners = new Set<(e: SyncEvent) => void>();
+  readonly dir: string;
+
+  constructor(readonly options: DestinationOptions) {
+    this.dir = resolve(options.dir);
+    if (options.from !== undefined) parseFromOption(options.from);
+  }
+
+  /** Adds an event listener; returns a function that removes it. */
+  on(listener: (e: SyncEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Baseline when the copy has no watermark (or an unfinished baseline), else incremental. */
+  sync(): Promise<SyncSummary> {
+    return this.run('auto');
+  }
+
+  /** A complete copy (§5.2 baseline). */
+  baseline(): Promise<SyncSummary> {
+    return this.run('baseline');
+  }
+
+  /** The changes since the watermark, or since `from` (§5.2 incremental). */
+  incremental(): Promise<SyncSummary> {
+    return this.run('incremental');
+  }
+
+  /** Compare the local copy with the Source (§5.2 audit); `summary.inSync`. */
+  audit(): Promise<SyncSummary> {
+    return this.run('audit');
+  }
+
+  /** Finds the Source's documents (discovery, §8). */
+  async discover(client: HttpClient): Promise<SourceDocuments> {
+    const init: { set?: string; signal?: AbortSignal } = {};
+    if (this.options.set !== undefined) init.set = this.options.set;
+    if (this.options.signal !== undefined) init.signal = this.options.signal;
+    return documentsOf(await discover(this.options.url, client, init));
+  }
+
+  private emit(e: SyncEvent): void {
+    for (const l of this.listeners) {
+      try {
+        l(e);
+      } catch {
+        // Listeners must not break the run.
+      }
+    }
+  }
+
+  private async run(mode: Operation | 'auto'): Promise<SyncSummary> {
+    const started = Date.now();
+    const o = this.options;
+    const dryRun = o.dryRun ?? false;
+    const readOnly = dryRun || mode === 'audit';
+    const dbPath = join(this.dir, STATE_DIR_NAME, STATE_DB_NAME);
+    let real: DestinationState | undefined;
+    if (!readOnly) real = DestinationState.open(this.dir);
+    else if (existsSync(dbPath)) real = DestinationState.open(this.dir, { readonly: true });
+    const state: StateLike = dryRun || real === undefined ? dryState(real) : real;
+    const client = o.client ?? new HttpClient(o.http ?? {});
+    try {
+      const journal = state.journal();
+      if (journal !== undefined && !readOnly) this.emit({ type: 'resume', op: journal.op, started: journal.started });
+      const watermark = state.getWatermark();
+      let op: Operation;
+      if (mode !== 'auto') op = mode;
+      else if (o.from !== undefined) op = 'incremental';
+      else if (journal?.op === 'baseline' || watermark === undefined) op = 'baseline';
+      else op = 'incremental';
+      const tmpDir = join(this.dir, STATE_DIR_NAME, 'tmp');
+      if (!readOnly) await rm(tmpDir, { recursive: true, force: true }).catch(() => undefined);
+      const ctxOptions: { -readonly [K in keyof ContextOptions]: ContextOptions[K] } = {
+        source: o.url,
+        dir: this.dir,
+        dryRun,
+        deleteFiles: o.delete ?? false,
+        concurrency: o.concurrency ?? 16,
+        checksum: o.checksum ?? false,
+        noDumps: o.noDumps ?? false,
+        autoBaseline: o.autoBaseline ?? false,
+        durability: o.durability ?? 'batch',
+        tmpDir,
+      };
+      if (o.maxPackageBytes !== undefined) ctxOptions.maxPackageBytes = o.maxPackageBytes;
+      if (o.signal !== undefined) ctxOptions.signal = o.signal;
+      const mapperOptions: Parameters<typeof createPathMapper>[0] = {
+        root: this.dir,
+        sourceUrl: o.url,
+        ...(o.layout === undefined ? {} : { layout: o.layout }),
+        ...(o.allowHosts === undefined ? {} : { allowHosts: o.allowHosts }),
+        ...(o.authorityCheck === undefined ? {} : { authorityCheck: o.authorityCheck }),
+      };
+      const mapper = createPathMapper(mapperOptions);
+      const makeCtx = (operation: Operation): SyncContext =>
+        new SyncContext(operation, client, mapper, state, ctxOptions, (e) => this.emit(e));
+      if (watermark !== undefined && watermark.sourceUrl !== o.url && op !== 'baseline')
+        this.emit({
+          type: 'warning',
+          code: 'RS_CONFIG',
+          message: `this copy's watermark was recorded for ${watermark.sourceUrl}, not ${o.url}`,
+        });
+
+      const docs = await this.discover(client);
+      let ctx = makeCtx(op);
+      this.emit({ type: 'start', operation: op, source: o.url, dryRun });
+      let via: string[] = [];
+      let watermarkAfter = watermark?.at;
+      let complete = false;
+      let audit: AuditCounts | undefined;
+      if (op === 'baseline') {
+        const r = await runBaseline(ctx, docs satisfies BaselineSources);
+        via = r.via;
+        complete = r.complete;
+        if (r.complete && !dryRun) watermarkAfter = r.at;
+      } else if (op === 'incremental') {
+        const from = o.from !== undefined ? parseFromOption(o.from) : watermark?.at;
+        if (from === undefined)
+          throw new ResourceSyncError('RS_CONFIG', `no watermark in ${this.dir}: run a baseline first, or give --from`);
+        try {
+          const r = await runIncremental(ctx, docs satisfies IncrementalSources, from);
+          via = r.via;
+          complete = r.complete;
+          if (!dryRun && r.complete) watermarkAfter = r.watermark;
+        } catch (e) {
+          if (!isResourceSyncError(e, 'RS_GAP') || !(o.autoBaseline ?? false)) throw e;
+          this.emit({ type: 'warning', code: 'RS_GAP', message: `${e.message}; running a new baseline` });
+          op = 'baseline';
+          ctx = makeCtx(op);
+          ctx.warnings.push(`${e.message} [RS_GAP]`);
+          const r = await runBaseline(ctx, docs);
+          via = r.via;
+          complete = r.complete;
+          if (r.complete && !dryRun) watermarkAfter = r.at;
+        }
+      } else {
+        audit = await runAudit(ctx, docs satisfies AuditSources);
+        complete = true;
+        via = ['list'];
+      }
+      const summary: { -readonly [K in keyof SyncSummary]: SyncSummary[K] } = {
+        operation: op,
+        source: o.url,
+        dir: this.dir,
+        dryRun,
+        via,
+        counts: ctx.counts,
+        failures: ctx.failures,
+        warnings: ctx.warnings,
+        complete,
+        elapsedMs: Date.now() - started,
+      };
+      if (watermark?.at !== undefined) summary.watermarkBefore = watermark.at;
+      if (watermarkAfter !== undefined) summary.watermarkAfter = watermarkAfter;
+      if (audit !== undefined) {
+        summary.audit = audit;
+        summary.inSync = audit.missing + audit.extra + audit.changed === 0;
+      }
+      this.emit({ type: 'end', summary });
+      return summary;
+    } finally {
+      if (o.client === undefined) await client.close().catch(() => undefined);
+      real?.close();
+    }
+  }
+}
+
+/** The capability documents of a discovery result. */
+export function documentsOf(d: DiscoveryResult): SourceDocuments {
+  const out: SourceDocuments = { resourceLists: [], resourceDumps: [], changeLists: [], changeDumps: [] };
+  if (d.set !== undefined) {
+    const caps = d.set.capabilities;
+    out.resourceLists.push(...(caps.get('resourcelist') ?? []));
+    out.resourceDumps.push(...(caps.get('resourcedump') ?? []));
+    out.changeLists.push(...(caps.get('changelist') ?? []));
+    out.changeDumps.push(...(caps.get('changedump') ?? []));
+    return out;
+  }
+  if (d.direct !== undefined) {
+    const slot = DIRECT[d.direct.kind];
+    if (slot === undefined)
+      throw new ResourceSyncError(
+        'RS_DISCOVERY',
+        `${d.direct.url} is a ${d.direct.kind}, not a document a Destination can synchronize from`,
+        { url: d.direct.url },
+      );
+    out[slot].push(d.direct.url);
+    return out;
+  }
+  if (d.sets.length > 1)
+    throw new ResourceSyncError(
+      'RS_CONFIG',
+      `the Source has ${d.sets.length} Capability Lists; choose one with --set: ${d.sets.map((s) => s.name ?? s.url).join(', ')}`,
+      { ...(d.sourceDescription === undefined ? {} : { url: d.sourceDescription }) },
+    );
+  throw new ResourceSyncError('RS_DISCOVERY', 'no Capability List found', {
+    ...(d.sourceDescription === undefined ? {} : { url: d.sourceDescription }),
+  });
+}
+
+const DIRECT: Partial<Record<DocumentKind, keyof SourceDocuments>> = {
+  'resource-list': 'resourceLists',
+  'resource-list-index': 'resourceLists',
+  sitemap: 'resourceLists',
+  'sitemap-index': 'resourceLists',
+  'resource-dump': 'resourceDumps',
+  'resource-dump-index': 'resourceDumps',
+  'change-list': 'changeLists',
+  'change-list-index': 'changeLists',
+  'change-dump': 'changeDumps',
+  'change-dump-index': 'changeDumps',
+};

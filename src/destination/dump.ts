@@ -1,0 +1,310 @@
+/**
+ * Resource Dump and Change Dump packages (§11.2, §13.2): a ZIP file with `manifest.xml` at its top and the
+ * bitstreams at the `path` the manifest gives each resource.
+ *
+ * A package is first streamed to a temporary file (its size bounded), then read by random access (yauzl):
+ * the central directory is read and every name checked (zip-slip: absolute paths, `..` segments, backslashes,
+ * drive letters and NUL bytes refuse the whole package), then `manifest.xml` is opened, then each bitstream
+ * on demand. Nothing is ever written at a path taken from the package: the install target comes from the
+ * resource's URI through the path mapper; package paths only locate bitstreams inside the ZIP.
+ *
+ * @module
+ */
+import { createWriteStream } from 'node:fs';
+import { mkdir, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import yauzl from 'yauzl';
+import { DUMP_MANIFEST_NAME } from '../core/constants.js';
+import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
+import { type Hashes, hashesMatch } from '../core/hash.js';
+import { createMultiHasher } from '../io/hashing.js';
+import { tempPathFor } from '../io/atomic.js';
+import { type DocumentStream, openDocument } from '../xml/index.js';
+import type { HttpClient } from './http.js';
+
+/** Default bound on a downloaded package: 8 GiB. */
+export const DEFAULT_MAX_PACKAGE_BYTES = 8 * 1024 ** 3;
+/** Default bound on the number of files in a package. */
+export const DEFAULT_MAX_PACKAGE_ENTRIES = 1_000_000;
+/** Default bound on the size of `manifest.xml`, uncompressed: 256 MiB (a manifest is a Sitemap, ≤ 50 MB, §4.2). */
+export const DEFAULT_MAX_MANIFEST_BYTES = 256 * 1024 ** 2;
+
+/** Options of {@link downloadPackage}. */
+export interface DownloadPackageOptions {
+  /** Directory for the temporary file (created when missing). */
+  readonly tmpDir: string;
+  /** Refuse a package larger than this (default {@link DEFAULT_MAX_PACKAGE_BYTES}). */
+  readonly maxBytes?: number;
+  /** Length the dump document declares for the package (`rs:md length`). */
+  readonly length?: number;
+  /** Hashes the dump document declares for the package. */
+  readonly hashes?: Hashes;
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * GETs a package into a new temporary file under `tmpDir` and returns its path; the caller removes it (see
+ * {@link DumpPackage.close}). The declared length and hash of the package, when given, are checked.
+ * Memory: one body chunk at a time. On any failure the temporary file is removed.
+ *
+ * @throws ResourceSyncError `RS_HTTP`/`RS_TIMEOUT` (from the client), `RS_LIMIT` past `maxBytes`,
+ *   `RS_LENGTH_MISMATCH`/`RS_HASH_MISMATCH` against the dump's declaration, `RS_IO`.
+ */
+export async function downloadPackage(
+  client: HttpClient,
+  url: string,
+  options: DownloadPackageOptions,
+): Promise<string> {
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_PACKAGE_BYTES;
+  await mkdir(options.tmpDir, { recursive: true });
+  const tmp = tempPathFor(join(options.tmpDir, 'package.zip'));
+  const init: { signal?: AbortSignal } = {};
+  if (options.signal !== undefined) init.signal = options.signal;
+  const res = await client.get(url, init);
+  const wantHashes = options.hashes !== undefined && Object.keys(options.hashes).length > 0;
+  const hasher = wantHashes ? createMultiHasher(['md5', 'sha-1', 'sha-256']) : undefined;
+  let bytes = 0;
+  async function* limited(): AsyncGenerator<Uint8Array> {
+    for await (const chunk of res.body) {
+      bytes += chunk.byteLength;
+      if (bytes > maxBytes) throw new ResourceSyncError('RS_LIMIT', `package larger than ${maxBytes} bytes`, { url });
+      hasher?.update(chunk);
+      yield chunk;
+    }
+  }
+  try {
+    const pipelineOptions: { signal?: AbortSignal } = {};
+    if (options.signal !== undefined) pipelineOptions.signal = options.signal;
+    await pipeline(limited(), createWriteStream(tmp, { flags: 'wx', mode: 0o600 }), pipelineOptions);
+    if (options.length !== undefined && bytes !== options.length)
+      throw new ResourceSyncError(
+        'RS_LENGTH_MISMATCH',
+        `package is ${bytes} bytes, the dump declares ${options.length}`,
+        { url },
+      );
+    if (hasher !== undefined && options.hashes !== undefined && hashesMatch(options.hashes, hasher.digest()) === false)
+      throw new ResourceSyncError('RS_HASH_MISMATCH', 'package does not match the hash the dump declares', { url });
+    return tmp;
+  } catch (e) {
+    await rm(tmp, { force: true }).catch(() => undefined);
+    await res.discard().catch(() => undefined);
+    if (e instanceof ResourceSyncError) throw e;
+    if ((e as Error).name === 'AbortError') throw new ResourceSyncError('RS_ABORTED', 'aborted', { url, cause: e });
+    throw new ResourceSyncError('RS_IO', `cannot store package: ${(e as Error).message}`, { url, cause: e });
+  }
+}
+
+/**
+ * Checks the name of a file inside a package and returns it. Refused: empty names, absolute paths (`/x`),
+ * drive letters (`C:`), backslashes, NUL, and any `.` or `..` segment.
+ *
+ * @throws ResourceSyncError `RS_ZIP` naming the entry.
+ */
+export function checkPackageName(name: string, url?: string): string {
+  const where = url === undefined ? {} : { url };
+  const bad = (why: string): never => {
+    throw new ResourceSyncError('RS_ZIP', `unsafe file name ${JSON.stringify(name)} in package: ${why}`, where);
+  };
+  if (name.length === 0) bad('empty');
+  if (name.includes('\\')) bad('backslash');
+  if (name.includes('\0')) bad('NUL byte');
+  if (name.startsWith('/')) bad('absolute path');
+  if (/^[a-zA-Z]:/.test(name)) bad('drive letter');
+  const segments = name.split('/');
+  for (let i = 0; i < segments.length; i++) {
+    const s = segments[i];
+    if (s === '..' || s === '.') bad(`"${s}" segment`);
+    if (s === '' && i !== segments.length - 1) bad('empty segment');
+  }
+  return name;
+}
+
+/**
+ * The package entry a manifest `path` attribute names (§11.2: a path relative to the package root, with a
+ * leading `/`), checked like {@link checkPackageName}.
+ *
+ * @throws ResourceSyncError `RS_ZIP` for a missing or unsafe path.
+ */
+export function manifestPathToName(path: string | undefined, url?: string): string {
+  const where = url === undefined ? {} : { url };
+  if (path === undefined || path === '') throw new ResourceSyncError('RS_ZIP', 'manifest entry has no path', where);
+  return checkPackageName(path.startsWith('/') ? path.slice(1) : path, url);
+}
+
+/** Options of {@link DumpPackage.open}. */
+export interface OpenPackageOptions {
+  /** The package's URL, for messages. */
+  readonly url?: string;
+  readonly maxEntries?: number;
+  readonly maxManifestBytes?: number;
+  /** Remove the file on {@link DumpPackage.close} (default true). */
+  readonly removeOnClose?: boolean;
+}
+
+/**
+ * A dump package opened for random access.
+ * Memory: one small record per file in the package (the central directory), plus one open stream at a time
+ * per caller.
+ *
+ * @example
+ * ```ts
+ * const pkg = await DumpPackage.open(await downloadPackage(client, url, { tmpDir }), { url });
+ * try {
+ *   const manifest = await pkg.openManifest();
+ *   for await (const entry of manifest.entries) {
+ *     const bytes = await pkg.openBitstream(entry.md?.path);
+ *     ...
+ *   }
+ * } finally { await pkg.close(); }
+ * ```
+ */
+export class DumpPackage {
+  private constructor(
+    private readonly zip: yauzl.ZipFile,
+    private readonly entries: ReadonlyMap<string, yauzl.Entry>,
+    readonly file: string,
+    readonly url: string | undefined,
+    private readonly options: OpenPackageOptions,
+  ) {}
+
+  /**
+   * Opens a package file: reads its central directory and checks every file name.
+   * @throws ResourceSyncError `RS_ZIP` for a truncated or corrupt ZIP, an unsafe name, a missing
+   *   `manifest.xml`, encrypted entries; `RS_LIMIT` past `maxEntries`.
+   */
+  static async open(file: string, options: OpenPackageOptions = {}): Promise<DumpPackage> {
+    const where = options.url === undefined ? {} : { url: options.url };
+    const maxEntries = options.maxEntries ?? DEFAULT_MAX_PACKAGE_ENTRIES;
+    let zip: yauzl.ZipFile;
+    try {
+      zip = await yauzl.openPromise(file, {
+        lazyEntries: true,
+        autoClose: false,
+        decodeStrings: false,
+        validateEntrySizes: true,
+      });
+    } catch (e) {
+      throw new ResourceSyncError('RS_ZIP', `not a readable ZIP package: ${(e as Error).message}`, {
+        ...where,
+        cause: e,
+      });
+    }
+    const entries = new Map<string, yauzl.Entry>();
+    const decoder = new TextDecoder('utf-8', { fatal: false });
+    try {
+      if (zip.entryCount > maxEntries)
+        throw new ResourceSyncError('RS_LIMIT', `package has ${zip.entryCount} files (limit ${maxEntries})`, where);
+      for await (const entry of zip.eachEntry()) {
+        const name = checkPackageName(decoder.decode(entry.fileNameRaw), options.url);
+        if (name.endsWith('/')) continue; // a directory
+        if (entry.isEncrypted())
+          throw new ResourceSyncError('RS_ZIP', `encrypted file ${JSON.stringify(name)} in package`, where);
+        if (entries.has(name))
+          throw new ResourceSyncError('RS_ZIP', `file ${JSON.stringify(name)} appears twice in package`, where);
+        entries.set(name, entry);
+      }
+      if (!entries.has(DUMP_MANIFEST_NAME))
+        throw new ResourceSyncError('RS_ZIP', `package has no ${DUMP_MANIFEST_NAME} at its top`, where);
+    } catch (e) {
+      zip.close();
+      if (e instanceof ResourceSyncError) throw e;
+      throw new ResourceSyncError('RS_ZIP', `corrupt ZIP package: ${(e as Error).message}`, { ...where, cause: e });
+    }
+    return new DumpPackage(zip, entries, file, options.url, options);
+  }
+
+  /** Number of files in the package (manifest included). */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Names of the files in the package. */
+  names(): IterableIterator<string> {
+    return this.entries.keys();
+  }
+
+  /**
+   * Opens `manifest.xml` as a streaming document. The caller checks its kind (`resource-dump-manifest` or
+   * `change-dump-manifest`).
+   */
+  async openManifest(): Promise<DocumentStream> {
+    const where = this.url === undefined ? {} : { url: `${this.url}#${DUMP_MANIFEST_NAME}` };
+    const maxBytes = this.options.maxManifestBytes ?? DEFAULT_MAX_MANIFEST_BYTES;
+    const stream = await this.openName(DUMP_MANIFEST_NAME);
+    return openDocument(stream, { ...where, maxBytes });
+  }
+
+  /**
+   * The bytes of the file a manifest `path` names, streamed and decompressed; yauzl checks the uncompressed
+   * size against the ZIP headers, the caller checks length and hash against the manifest.
+   * @throws ResourceSyncError `RS_ZIP` for an unsafe path or one the package does not hold.
+   */
+  async openBitstream(path: string | undefined): Promise<AsyncIterable<Uint8Array>> {
+    return this.openName(manifestPathToName(path, this.url));
+  }
+
+  /** True when the package holds the file a manifest `path` names. */
+  has(path: string | undefined): boolean {
+    try {
+      return this.entries.has(manifestPathToName(path, this.url));
+    } catch {
+      return false;
+    }
+  }
+
+  private async openName(name: string): Promise<AsyncIterable<Uint8Array>> {
+    const where = this.url === undefined ? {} : { url: this.url };
+    const entry = this.entries.get(name);
+    if (entry === undefined)
+      throw new ResourceSyncError('RS_ZIP', `package has no file ${JSON.stringify(name)}`, where);
+    try {
+      const stream = await this.zip.openReadStreamPromise(entry);
+      return wrapZipErrors(stream, name, this.url);
+    } catch (e) {
+      throw new ResourceSyncError(
+        'RS_ZIP',
+        `cannot read ${JSON.stringify(name)} from package: ${(e as Error).message}`,
+        {
+          ...where,
+          cause: e,
+        },
+      );
+    }
+  }
+
+  /** Closes the ZIP and (by default) removes the temporary file. */
+  async close(): Promise<void> {
+    this.zip.close();
+    if (this.options.removeOnClose ?? true) await rm(this.file, { force: true }).catch(() => undefined);
+  }
+}
+
+async function* wrapZipErrors(
+  stream: AsyncIterable<Uint8Array>,
+  name: string,
+  url: string | undefined,
+): AsyncGenerator<Uint8Array> {
+  try {
+    for await (const chunk of stream) yield chunk;
+  } catch (e) {
+    if (isResourceSyncError(e)) throw e;
+    throw new ResourceSyncError(
+      'RS_ZIP',
+      `corrupt data for ${JSON.stringify(name)} in package: ${(e as Error).message}`,
+      {
+        ...(url === undefined ? {} : { url }),
+        cause: e,
+      },
+    );
+  }
+}
+
+/** Size of a file, or undefined when it does not exist. */
+export async function fileSize(path: string): Promise<number | undefined> {
+  try {
+    return (await stat(path)).size;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,341 @@
+/**
+ * Incremental synchronization (§5.2, §12, §13): apply the changes the Source published since the watermark,
+ * from Change Dump packages when offered, else (and after a failed package) from Change Lists.
+ *
+ * Durability: the changes of a run are planned (coalesced per resource), each applied change is recorded in
+ * the state with its datetime as soon as its file is durable (see {@link Recorder}), and the watermark moves
+ * only once every planned change is applied, in the same transaction that closes the journal. A run killed at
+ * any moment leaves the old watermark; the next run plans the same changes again and skips those whose record
+ * already shows them ({@link isChangeApplied}), so nothing is applied twice with harm and nothing is lost.
+ *
+ * @module
+ */
+import { formatDatetime, parseDatetime } from '../core/datetime.js';
+import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
+import { targetOf } from './baseline.js';
+import { forEachConcurrent } from './concurrent.js';
+import { type SyncContext, describeError, hashLocal, regularFileSize } from './context.js';
+import { type ChangeDocumentRef, openExpected, readChangeDumpIndex, readChangeListIndex } from './documents.js';
+import { DumpPackage, downloadPackage } from './dump.js';
+import {
+  type ChangePlan,
+  ChangeCoalescer,
+  type PlannedChange,
+  candidateUrls,
+  expectedOf,
+  findGap,
+  hashesMatchExpected,
+  isChangeApplied,
+  selectIntervals,
+} from './plan.js';
+
+/** Where an incremental run reads from. */
+export interface IncrementalSources {
+  readonly changeLists: readonly string[];
+  readonly changeDumps: readonly string[];
+}
+
+/** Result of {@link runIncremental}. */
+export interface IncrementalResult {
+  readonly watermark: string;
+  readonly complete: boolean;
+  readonly via: string[];
+}
+
+/** Options of {@link runIncremental}. */
+export interface IncrementalOptions {
+  /**
+   * Plan at most this many distinct resources before applying and committing (default 500,000): bounds memory
+   * for very long change histories. Plans are cut between documents only.
+   */
+  readonly maxPlanned?: number;
+}
+
+/**
+ * Applies the changes after `watermark`. Throws `RS_GAP` when the Source no longer offers changes back to the
+ * watermark (the caller may run a new baseline instead).
+ *
+ * Memory: one {@link PlannedChange} per distinct resource changed since the watermark (up to `maxPlanned`),
+ * plus a Change List Index's entries.
+ */
+export async function runIncremental(
+  ctx: SyncContext,
+  sources: IncrementalSources,
+  watermark: string,
+  options: IncrementalOptions = {},
+): Promise<IncrementalResult> {
+  if (parseDatetime(watermark) === undefined)
+    throw new ResourceSyncError('RS_CONFIG', `watermark ${JSON.stringify(watermark)} is not a W3C Datetime`);
+  if (sources.changeLists.length === 0 && sources.changeDumps.length === 0)
+    throw new ResourceSyncError('RS_DISCOVERY', 'the Source offers no Change List or Change Dump', {
+      url: ctx.options.source,
+    });
+  const via: string[] = [];
+  let wm = watermark;
+  let complete = true;
+
+  if (sources.changeDumps.length > 0 && !ctx.options.noDumps && !ctx.options.dryRun) {
+    via.push('dump');
+    dumps: for (const url of sources.changeDumps) {
+      const index = await readChangeDumpIndex(ctx, url);
+      if (findGap(index.docs, index.from, wm) !== undefined && sources.changeLists.length > 0) {
+        ctx.warn('RS_GAP', 'the Change Dump does not reach back to the watermark; using the Change Lists', url);
+        break;
+      }
+      checkGap(index.docs, index.from, wm, url);
+      for (const pkg of selectIntervals(index.docs, wm)) {
+        ctx.checkAborted();
+        const r = await applyChangePackage(ctx, pkg, wm);
+        if (r === undefined) {
+          if (sources.changeLists.length === 0) {
+            complete = false;
+            break dumps;
+          }
+          ctx.warn('RS_ZIP', 'continuing from the Change Lists', pkg.url);
+          break dumps;
+        }
+        if (!r.complete) {
+          complete = false;
+          break dumps;
+        }
+        wm = r.watermark;
+      }
+    }
+  }
+
+  if (complete && sources.changeLists.length > 0) {
+    via.push('list');
+    for (const url of sources.changeLists) {
+      const index = await readChangeListIndex(ctx, url);
+      checkGap(index.docs, index.from, wm, url);
+      const docs = selectIntervals(index.docs, wm);
+      const maxPlanned = options.maxPlanned ?? 500_000;
+      let coalescer = new ChangeCoalescer(parseDatetime(wm)?.ms);
+      let planned = 0;
+      let newWm = wm;
+      for (let i = 0; i < docs.length; i++) {
+        const doc = docs[i] as ChangeDocumentRef;
+        ctx.checkAborted();
+        const stream = doc.opened ?? (await openExpected(ctx, doc.url, ['change-list'], 'a Change List'));
+        for await (const e of stream.entries) {
+          coalescer.add(e);
+          planned++;
+        }
+        newWm = later(newWm, stream.header.md?.until ?? doc.until);
+        if (planned >= maxPlanned || i === docs.length - 1) {
+          const plan = coalescer.finish();
+          reportPlan(ctx, plan, doc.url);
+          newWm = later(newWm, plan.latest);
+          const ok = await applyPlan(ctx, plan, wm, newWm, undefined);
+          if (!ok) {
+            complete = false;
+            break;
+          }
+          wm = newWm;
+          coalescer = new ChangeCoalescer(parseDatetime(wm)?.ms);
+          planned = 0;
+        }
+      }
+      if (!complete) break;
+    }
+  }
+  return { watermark: wm, complete, via };
+}
+
+function later(a: string, b: string | undefined): string {
+  if (b === undefined) return a;
+  const pb = parseDatetime(b);
+  const pa = parseDatetime(a);
+  if (pb === undefined) return a;
+  return pa === undefined || pb.ms > pa.ms ? b : a;
+}
+
+function checkGap(docs: readonly ChangeDocumentRef[], from: string | undefined, wm: string, url: string): void {
+  const gap = findGap(docs, from, wm);
+  if (gap !== undefined)
+    throw new ResourceSyncError(
+      'RS_GAP',
+      `the Source's changes start at ${gap}, after this copy's watermark ${wm}: a new baseline is needed (--baseline or --auto-baseline)`,
+      { url },
+    );
+}
+
+function reportPlan(ctx: SyncContext, plan: ChangePlan, url: string): void {
+  if (plan.outOfOrder > 0)
+    ctx.warn(
+      'RS_INVALID_VALUE',
+      `${plan.outOfOrder} change entries out of chronological order (entries ${plan.outOfOrderAt.join(', ')}); applied by latest datetime per resource`,
+      url,
+    );
+  for (const r of plan.rejected.slice(0, 10))
+    ctx.warn('RS_INVALID_VALUE', `change entry ${r.position} (${r.uri || 'no loc'}) ignored: ${r.reason}`, url);
+}
+
+/**
+ * Applies a plan and, when every change succeeded, moves the watermark from `from` to `to` and closes the
+ * journal in one transaction. Returns whether the plan was fully applied.
+ */
+async function applyPlan(
+  ctx: SyncContext,
+  plan: ChangePlan,
+  from: string,
+  to: string,
+  pkg: DumpPackage | undefined,
+): Promise<boolean> {
+  ctx.total = (ctx.total ?? 0) + plan.changes.length;
+  ctx.state.journalBegin('incremental', { from, to, changes: plan.changes.length });
+  const failedBefore = ctx.counts.failed;
+  await forEachConcurrent(
+    plan.changes,
+    ctx.options.concurrency,
+    (change) => applyChange(ctx, change, pkg),
+    ctx.options.signal,
+  );
+  await ctx.recorder.flush();
+  const ok = ctx.counts.failed === failedBefore;
+  if (ok && !ctx.options.dryRun) {
+    ctx.state.transaction(() => {
+      ctx.state.setWatermark({ at: to, kind: 'incremental', sourceUrl: ctx.options.source });
+      ctx.state.journalEnd();
+    });
+    ctx.emit({ type: 'watermark', at: to });
+  }
+  return ok;
+}
+
+/** Applies one coalesced change (from a Change List, or from a Change Dump package when `pkg` is given). */
+async function applyChange(ctx: SyncContext, change: PlannedChange, pkg: DumpPackage | undefined): Promise<void> {
+  const from = pkg === undefined ? 'change' : 'dump';
+  const uri = change.uri;
+  const target = targetOf(ctx, uri, from);
+  if (target === undefined) return;
+  const rec = ctx.state.get(uri);
+  if (isChangeApplied(rec, change)) {
+    ctx.count(uri, 'skipped', from);
+    return;
+  }
+  if (change.change === 'deleted') {
+    if (ctx.options.dryRun) {
+      ctx.count(uri, ctx.options.deleteFiles ? 'deleted' : 'deletion-recorded', from);
+      return;
+    }
+    try {
+      if (ctx.options.deleteFiles) await ctx.removeFile(target);
+      await ctx.recorder.delete(uri, change.datetime, ctx.options.deleteFiles);
+      ctx.count(uri, ctx.options.deleteFiles ? 'deleted' : 'deletion-recorded', from);
+    } catch (e) {
+      ctx.count(uri, 'failed', from, e);
+    }
+    return;
+  }
+  const expected = expectedOf(change.entry);
+  const size = await regularFileSize(target);
+  if (size !== undefined && expected.hashes !== undefined && !ctx.options.dryRun) {
+    // Installed by an interrupted run but not recorded yet, or unchanged content: record without fetching.
+    try {
+      const local = await hashLocal(target, expected);
+      if (hashesMatchExpected(expected, local)) {
+        await ctx.recorder.put(ctx.record(uri, target, local, change.entry.lastmod, change.datetime), target);
+        ctx.count(uri, 'skipped', from);
+        return;
+      }
+    } catch {
+      // Unreadable: fetch again.
+    }
+  }
+  const action = rec === undefined || rec.deleted === true || size === undefined ? 'created' : 'updated';
+  if (ctx.options.dryRun) {
+    ctx.count(uri, action, from);
+    return;
+  }
+  let result: { length: number; hashes: import('../core/hash.js').Hashes } | { error: unknown };
+  if (pkg !== undefined) {
+    try {
+      result = await ctx.installStream(await pkg.openBitstream(change.entry.md?.path), target, expected);
+    } catch (e) {
+      if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+      result = { error: e };
+    }
+  } else {
+    result = await ctx.fetchResource(candidateUrls(change.entry), target, expected);
+  }
+  if ('error' in result) {
+    ctx.count(uri, 'failed', from, result.error);
+    return;
+  }
+  ctx.counts.bytes += result.length;
+  await ctx.recorder.put(ctx.record(uri, target, result, change.entry.lastmod, change.datetime), target);
+  ctx.count(uri, action, from);
+}
+
+/**
+ * Applies one Change Dump package (§13): download, open, read its Change Dump Manifest, coalesce its changes
+ * after the watermark, install each bitstream verified against the manifest. Returns undefined when the
+ * package is unusable (the caller falls back to the Change Lists), else whether it was fully applied and the
+ * watermark it reached.
+ */
+async function applyChangePackage(
+  ctx: SyncContext,
+  ref: ChangeDocumentRef,
+  wm: string,
+): Promise<{ complete: boolean; watermark: string } | undefined> {
+  let pkg: DumpPackage;
+  try {
+    const opts: { tmpDir: string; maxBytes?: number; signal?: AbortSignal } = { tmpDir: ctx.options.tmpDir };
+    if (ctx.options.maxPackageBytes !== undefined) opts.maxBytes = ctx.options.maxPackageBytes;
+    if (ctx.options.signal !== undefined) opts.signal = ctx.options.signal;
+    pkg = await DumpPackage.open(await downloadPackage(ctx.client, ref.url, opts), { url: ref.url });
+  } catch (e) {
+    if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+    const f = describeError(ref.url, e);
+    ctx.warn(f.code, `Change Dump package unusable: ${f.message}`, ref.url);
+    return undefined;
+  }
+  try {
+    const manifest = await pkg.openManifest();
+    if (manifest.header.kind !== 'change-dump-manifest')
+      throw new ResourceSyncError(
+        'RS_NOT_RESOURCESYNC',
+        `manifest.xml is a ${manifest.header.kind}, not a Change Dump Manifest`,
+        {
+          url: ref.url,
+        },
+      );
+    ctx.emit({ type: 'package', url: ref.url, files: pkg.size - 1 });
+    const coalescer = new ChangeCoalescer(parseDatetime(wm)?.ms);
+    for await (const e of manifest.entries) coalescer.add(e);
+    const plan = coalescer.finish();
+    reportPlan(ctx, plan, ref.url);
+    // Bitstreams a manifest promises but the package lacks make the package unusable as a whole.
+    for (const c of plan.changes)
+      if (c.change !== 'deleted' && !pkg.has(c.entry.md?.path))
+        throw new ResourceSyncError(
+          'RS_ZIP',
+          `package lacks the bitstream of ${c.uri} (path ${c.entry.md?.path ?? 'absent'})`,
+          {
+            url: ref.url,
+          },
+        );
+    const to = later(later(wm, manifest.header.md?.until ?? ref.until), plan.latest);
+    const ok = await applyPlan(ctx, plan, wm, to, pkg);
+    return { complete: ok, watermark: ok ? to : wm };
+  } catch (e) {
+    if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+    const f = describeError(ref.url, e);
+    ctx.warn(f.code, `Change Dump package unusable: ${f.message}`, ref.url);
+    return undefined;
+  } finally {
+    await pkg.close();
+  }
+}
+
+/** The watermark for `--from`: validated and normalized to a W3C Datetime. */
+export function parseFromOption(text: string): string {
+  const p = parseDatetime(text);
+  if (p === undefined)
+    throw new ResourceSyncError(
+      'RS_CONFIG',
+      `--from ${JSON.stringify(text)} is not a W3C Datetime (e.g. 2024-01-31T00:00:00Z)`,
+    );
+  return formatDatetime(p.ms);
+}

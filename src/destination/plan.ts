@@ -1,0 +1,314 @@
+/**
+ * The pure decisions of a Destination (§5.2, §12): which resources to fetch, which changes to apply, in which
+ * order, and when a resource already present can be skipped. No I/O here, so every rule is unit-tested.
+ *
+ * ## The boundary rule (watermark)
+ *
+ * The watermark is the Source datetime up to which the local copy is known to be current: the `at` of the
+ * Resource List (or Resource Dump) a baseline copied, then the `until` of the last closed Change List applied,
+ * or the latest change `datetime` seen in the open Change List. A change is **applied when its datetime is at
+ * or after the watermark** (`datetime >= watermark`), never only when strictly after: a Source may record a
+ * second change with the same (second-granular) datetime after we read the first one, and a Resource List's
+ * snapshot starts at `at` (§10.1, Appendix A), so changes stamped exactly `at` may or may not be in it. A change
+ * whose datetime equals the watermark is therefore re-applied, idempotently: it is skipped only when the local
+ * record already carries that same datetime *and* the change's hash, when it has one, matches the local
+ * copy; otherwise it is fetched again, which is harmless (the result is the Source's current content).
+ *
+ * Change List documents whose `until` is at or before the watermark are skipped whole (their changes are all
+ * before or at it, and a closed list's `until` is where the next list's `from` starts).
+ *
+ * @module
+ */
+import type { HashAlgorithm } from '../core/constants.js';
+import { compareDatetimes, parseDatetime } from '../core/datetime.js';
+import { type Hashes, hashesMatch, knownHashes } from '../core/hash.js';
+import type { Entry } from '../core/model.js';
+
+/** What the Source says a resource should be (from a list entry or a manifest entry). */
+export interface ExpectedContent {
+  readonly length?: number;
+  readonly hashes?: Hashes;
+  readonly lastmod?: string;
+}
+
+/** What the Destination's state says it holds for a resource (a subset of the state's record). */
+export interface LocalRecord {
+  readonly length?: number;
+  readonly md5?: string;
+  readonly sha256?: string;
+  readonly lastmod?: string;
+  readonly sourceDatetime?: string;
+  readonly deleted?: boolean;
+}
+
+/** The expected length, hashes and lastmod of an entry; invalid or unknown values are left out. */
+export function expectedOf(entry: Entry): ExpectedContent {
+  const out: { length?: number; hashes?: Hashes; lastmod?: string } = {};
+  const md = entry.md;
+  if (md?.length !== undefined && Number.isSafeInteger(md.length) && md.length >= 0) out.length = md.length;
+  const hashes = knownHashes(md?.hash);
+  if (Object.keys(hashes).length > 0) out.hashes = hashes;
+  if (entry.lastmod !== undefined && parseDatetime(entry.lastmod) !== undefined) out.lastmod = entry.lastmod;
+  return out;
+}
+
+/** The digests a local record carries, as {@link Hashes}. */
+export function recordHashes(rec: LocalRecord): Hashes {
+  const h: Hashes = {};
+  if (rec.md5 !== undefined) h.md5 = rec.md5;
+  if (rec.sha256 !== undefined) h['sha-256'] = rec.sha256;
+  return h;
+}
+
+/** Algorithms to compute when checking content against `expected` (always md5 + sha-256, plus sha-1 if asked). */
+export function algorithmsFor(expected: ExpectedContent): HashAlgorithm[] {
+  const algs: HashAlgorithm[] = ['md5', 'sha-256'];
+  if (expected.hashes?.['sha-1'] !== undefined) algs.push('sha-1');
+  return algs;
+}
+
+/**
+ * True when a resource recorded as `rec` (and present on disk with `diskLength` bytes) already matches
+ * `expected`, so a baseline can skip it: same hash when both sides know a common algorithm; otherwise same
+ * length and same lastmod. A record without any of those never matches (it is fetched again).
+ */
+export function isUpToDate(rec: LocalRecord | undefined, expected: ExpectedContent, diskLength?: number): boolean {
+  if (rec === undefined || rec.deleted === true) return false;
+  if (diskLength !== undefined && rec.length !== undefined && diskLength !== rec.length) return false;
+  if (expected.length !== undefined && rec.length !== undefined && expected.length !== rec.length) return false;
+  const byHash = expected.hashes === undefined ? undefined : hashesMatch(expected.hashes, recordHashes(rec));
+  if (byHash !== undefined) return byHash;
+  if (expected.length === undefined || rec.length === undefined) return false;
+  if (expected.lastmod === undefined || rec.lastmod === undefined) return false;
+  return sameDatetime(expected.lastmod, rec.lastmod);
+}
+
+function sameDatetime(a: string, b: string): boolean {
+  try {
+    return compareDatetimes(a, b) === 0;
+  } catch {
+    return a === b;
+  }
+}
+
+/**
+ * Where to fetch a resource from, in order: its `duplicate` mirrors (§12.3, Example 24) by ascending `pri`
+ * (links without `pri` after those with one, in document order), then the `loc` itself. Only http(s) mirrors
+ * are kept (a `gsiftp:` mirror is of no use here); the loc is never repeated.
+ */
+export function candidateUrls(entry: Entry): string[] {
+  const mirrors = entry.links
+    .map((l, i) => ({ l, i }))
+    .filter(({ l }) => l.rel === 'duplicate' && /^https?:\/\//i.test(l.href) && l.href !== entry.loc)
+    .sort((a, b) => (a.l.pri ?? Number.MAX_SAFE_INTEGER) - (b.l.pri ?? Number.MAX_SAFE_INTEGER) || a.i - b.i)
+    .map(({ l }) => l.href);
+  return [...new Set(mirrors), entry.loc];
+}
+
+/** One change to apply: the last of the changes to one resource within a Change List (or manifest). */
+export interface PlannedChange {
+  readonly uri: string;
+  /** `created`, `updated` or `deleted`. */
+  readonly change: 'created' | 'updated' | 'deleted';
+  /** The change's datetime (W3C Datetime text as given). */
+  readonly datetime: string;
+  readonly datetimeMs: number;
+  /** The entry itself (for expected hashes, mirrors, a dump manifest's `path`). */
+  readonly entry: Entry;
+  /** Position of the entry in its document (1-based), for messages. */
+  readonly position: number;
+}
+
+/** A change entry the planner could not use, with the reason. */
+export interface RejectedChange {
+  readonly position: number;
+  readonly uri: string;
+  readonly reason: string;
+}
+
+/** Result of {@link coalesceChanges}. */
+export interface ChangePlan {
+  /** Changes to apply, one per resource, in ascending datetime (ties: document order). */
+  readonly changes: PlannedChange[];
+  /** Entries whose datetime went backwards relative to the entry before them (§12.1: chronological order). */
+  readonly outOfOrder: number;
+  /** First few out-of-order positions, for the report. */
+  readonly outOfOrderAt: number[];
+  /** Entries at or after the watermark that were superseded by a later change to the same resource. */
+  readonly coalesced: number;
+  /** Entries before the watermark (already applied). */
+  readonly before: number;
+  /** Entries without a usable change type or datetime. */
+  readonly rejected: RejectedChange[];
+  /** Latest datetime among all usable entries (also those before the watermark), or undefined. */
+  readonly latest?: string;
+  readonly latestMs?: number;
+}
+
+/**
+ * Accumulates the entries of one Change List (or Change Dump Manifest) and coalesces them: of several changes
+ * to one resource only the one with the latest datetime is kept (for equal datetimes, the later entry in the
+ * document). Entries before `watermarkMs` are dropped (see the boundary rule in the module comment).
+ * Out-of-order entries are counted (a Source should list changes chronologically, §12.1) but still applied
+ * by this rule. Memory: one {@link PlannedChange} per distinct resource of the document.
+ */
+export class ChangeCoalescer {
+  private readonly latestByUri = new Map<string, PlannedChange>();
+  private lastMs = Number.NEGATIVE_INFINITY;
+  private position = 0;
+  private outOfOrder = 0;
+  private readonly outOfOrderAt: number[] = [];
+  private coalesced = 0;
+  private before = 0;
+  private readonly rejected: RejectedChange[] = [];
+  private latest: string | undefined;
+  private latestMs = Number.NEGATIVE_INFINITY;
+
+  constructor(private readonly watermarkMs: number | undefined) {}
+
+  add(entry: Entry): void {
+    const position = ++this.position;
+    const md = entry.md;
+    const change = md?.change;
+    if (change !== 'created' && change !== 'updated' && change !== 'deleted') {
+      this.reject(position, entry.loc, `change type ${JSON.stringify(change ?? '')} is not created/updated/deleted`);
+      return;
+    }
+    // §12.1: datetime is mandatory in a Change List; fall back to lastmod for lenient Sources (Example 24).
+    const datetime = md?.datetime ?? entry.lastmod;
+    const parsed = datetime === undefined ? undefined : parseDatetime(datetime);
+    if (datetime === undefined || parsed === undefined) {
+      this.reject(position, entry.loc, `missing or invalid datetime ${JSON.stringify(datetime ?? '')}`);
+      return;
+    }
+    if (entry.loc === '') {
+      this.reject(position, entry.loc, 'missing <loc>');
+      return;
+    }
+    const ms = parsed.ms;
+    if (ms < this.lastMs) {
+      this.outOfOrder++;
+      if (this.outOfOrderAt.length < 10) this.outOfOrderAt.push(position);
+    } else {
+      this.lastMs = ms;
+    }
+    if (ms > this.latestMs) {
+      this.latestMs = ms;
+      this.latest = datetime;
+    }
+    if (this.watermarkMs !== undefined && ms < this.watermarkMs) {
+      this.before++;
+      return;
+    }
+    const prev = this.latestByUri.get(entry.loc);
+    if (prev !== undefined) {
+      this.coalesced++;
+      if (prev.datetimeMs > ms) return; // an older change listed later: keep the newer one
+    }
+    this.latestByUri.set(entry.loc, { uri: entry.loc, change, datetime, datetimeMs: ms, entry, position });
+  }
+
+  private reject(position: number, uri: string, reason: string): void {
+    if (this.rejected.length < 100) this.rejected.push({ position, uri, reason });
+  }
+
+  /** The plan; the coalescer should not be used afterwards. */
+  finish(): ChangePlan {
+    const changes = [...this.latestByUri.values()].sort(
+      (a, b) => a.datetimeMs - b.datetimeMs || a.position - b.position,
+    );
+    const plan: {
+      -readonly [K in keyof ChangePlan]: ChangePlan[K];
+    } = {
+      changes,
+      outOfOrder: this.outOfOrder,
+      outOfOrderAt: this.outOfOrderAt,
+      coalesced: this.coalesced,
+      before: this.before,
+      rejected: this.rejected,
+    };
+    if (this.latest !== undefined) {
+      plan.latest = this.latest;
+      plan.latestMs = this.latestMs;
+    }
+    return plan;
+  }
+}
+
+/** Coalesces a whole array of change entries (see {@link ChangeCoalescer}). */
+export function coalesceChanges(entries: Iterable<Entry>, watermark?: string): ChangePlan {
+  const c = new ChangeCoalescer(watermark === undefined ? undefined : parseDatetime(watermark)?.ms);
+  for (const e of entries) c.add(e);
+  return c.finish();
+}
+
+/**
+ * True when a planned change is already reflected by the local record, so re-running after a crash does not
+ * fetch it again: the record carries a datetime later than the change, or the same datetime and (for a
+ * creation or update carrying a hash) the same hash. Equal datetimes without a hash are re-applied.
+ */
+export function isChangeApplied(rec: LocalRecord | undefined, change: PlannedChange): boolean {
+  if (rec?.sourceDatetime === undefined) return false;
+  const recMs = parseDatetime(rec.sourceDatetime)?.ms;
+  if (recMs === undefined) return false;
+  if (recMs > change.datetimeMs) return true;
+  if (recMs < change.datetimeMs) return false;
+  if (change.change === 'deleted') return rec.deleted === true;
+  if (rec.deleted === true) return false;
+  const expected = expectedOf(change.entry);
+  if (expected.hashes === undefined) return false;
+  return hashesMatch(expected.hashes, recordHashes(rec)) === true;
+}
+
+/** A document of a Change List Index (or a Change Dump) with its interval. */
+export interface IntervalDocument {
+  readonly url: string;
+  readonly from?: string;
+  readonly until?: string;
+  /** Position in its index, to keep document order for equal `from`. */
+  readonly position: number;
+}
+
+/**
+ * The documents to read for an incremental run from `watermark`, in chronological order: those whose `until`
+ * is after the watermark (or absent: an open list). Documents without `from` sort first, in index order.
+ */
+export function selectIntervals<T extends IntervalDocument>(docs: readonly T[], watermark: string | undefined): T[] {
+  const wm = watermark === undefined ? undefined : parseDatetime(watermark)?.ms;
+  const ms = (t: string | undefined): number =>
+    t === undefined ? Number.NEGATIVE_INFINITY : (parseDatetime(t)?.ms ?? Number.NEGATIVE_INFINITY);
+  return docs
+    .filter(
+      (d) => wm === undefined || d.until === undefined || parseDatetime(d.until) === undefined || ms(d.until) > wm,
+    )
+    .sort((a, b) => ms(a.from) - ms(b.from) || a.position - b.position);
+}
+
+/**
+ * The earliest `from` the Source still offers, when it is after the watermark: the changes between the two
+ * are gone (a gap, §12.2) and only a new baseline can close it. `undefined` when there is no gap.
+ */
+export function findGap(
+  docs: readonly IntervalDocument[],
+  indexFrom: string | undefined,
+  watermark: string,
+): string | undefined {
+  const wm = parseDatetime(watermark)?.ms;
+  if (wm === undefined) return undefined;
+  let earliest: { text: string; ms: number } | undefined;
+  const consider = (t: string | undefined): void => {
+    const p = t === undefined ? undefined : parseDatetime(t);
+    if (p !== undefined && (earliest === undefined || p.ms < earliest.ms)) earliest = { text: t as string, ms: p.ms };
+  };
+  for (const d of docs) consider(d.from);
+  if (earliest === undefined) consider(indexFrom);
+  if (earliest === undefined) return undefined;
+  return earliest.ms > wm ? earliest.text : undefined;
+}
+
+/** True when content with `actual` length and hashes is what `expected` declares (a common hash agrees). */
+export function hashesMatchExpected(expected: ExpectedContent, actual: { length: number; hashes: Hashes }): boolean {
+  if (expected.length !== undefined && expected.length !== actual.length) return false;
+  if (expected.hashes === undefined) return false;
+  return hashesMatch(expected.hashes, actual.hashes) === true;
+}
