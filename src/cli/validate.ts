@@ -7,6 +7,7 @@
  */
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { ResourceSyncError } from '../core/errors.js';
+import { RULES } from '../core/rules.js';
 import type { DocumentKind } from '../core/model.js';
 import { issueFromError, type ValidationIssue, type ValidationResult, validateStream } from '../core/validate.js';
 import { openDocument } from '../xml/index.js';
@@ -164,6 +165,15 @@ function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
 
+/** The rule table, one rule per line (`code severity section summary`), or JSON lines with `json`. */
+export function formatRules(json = false): string {
+  if (json) return RULES.map((r) => `${JSON.stringify(r)}\n`).join('');
+  const width = Math.max(...RULES.map((r) => r.code.length));
+  return RULES.map(
+    (r) => `${r.code.padEnd(width)}  ${r.severity.padEnd(7)}  ${r.section.padEnd(18)}  ${r.summary}\n`,
+  ).join('');
+}
+
 /** Parses a positive integer option. */
 export function positiveInteger(value: string): number {
   const n = Number(value);
@@ -191,7 +201,8 @@ export function register(program: Command): void {
   program
     .command('validate')
     .description('check ResourceSync documents (files or http(s) URLs) against every rule of the standard')
-    .argument('<inputs...>', 'files or http(s) URLs')
+    .argument('[inputs...]', 'files or http(s) URLs')
+    .option('--list-rules', 'print every rule (code, severity, section, summary) and exit')
     .option('--json', 'one JSON object per document (JSON lines): source, kind, entries, issues')
     .addOption(new Option('--expect <kind>', 'the kind every document must be').choices(DOCUMENT_KINDS))
     .option('--strict', 'warnings make a document invalid too')
@@ -203,10 +214,16 @@ export function register(program: Command): void {
       'after',
       `
 Output: one line per issue, "file:line: error|warning <code> <message> (<section>)", then a summary per
-document. Rule codes and sections are listed in the README ("Validation rules").
+document. "--list-rules" prints every rule code with its severity and section.
 ${EXIT_HELP}`,
     )
-    .action(async (inputs: string[], o: Record<string, unknown>) => {
+    .action(async (inputs: string[], o: Record<string, unknown>, command: Command) => {
+      if (o['listRules'] === true) {
+        process.stdout.write(formatRules(o['json'] === true));
+        process.exitCode = EXIT.OK;
+        return;
+      }
+      if (inputs.length === 0) command.error('error: missing argument: a file or URL to validate', { exitCode: 2 });
       process.exitCode = await runValidate(inputs, {
         json: o['json'] === true,
         strict: o['strict'] === true,

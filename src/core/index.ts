@@ -8,3 +8,5 @@ export * from './errors.js';
 export * from './model.js';
 export * from './datetime.js';
 export * from './hash.js';
+export * from './rules.js';
+export * from './validate.js';
