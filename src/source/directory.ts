@@ -1,0 +1,346 @@
+/**
+ * The directory-backed Source (`serve`, `publish`): files of a tree are the resources. Built on {@link Source}
+ * with a SQLite store in a state directory, a scanner (start-up and periodic) and an optional watcher.
+ *
+ * @module
+ */
+import { mkdir, realpath, stat } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import { ResourceSyncError } from '../core/errors.js';
+import { BlobStore } from './blobs.js';
+import { fileContent } from './dumps.js';
+import { requestRelativePath } from './paths.js';
+import { fileIdOf, type ScanContext, type ScanStats, scanPaths, scanTree } from './scan.js';
+import { type RecordedChange, type SiteFile, Source, type SourceLimits } from './source.js';
+import { openSqliteStore } from './sqlite-store.js';
+import type { ChangeInput, SourceStore } from './store.js';
+import { startWatching, type WatchHandle } from './watch.js';
+
+/** A set of resources (one Capability List). */
+export interface SetConfig {
+  readonly name: string;
+  /**
+   * Which files belong to the set: a path prefix (`'images/'`), a RegExp over the relative path, or a
+   * function. A file goes to the first set that matches. Default: every file.
+   */
+  readonly match?: string | RegExp | ((relPath: string) => boolean);
+  readonly describedBy?: string;
+}
+
+/** Options of {@link openDirectorySource}. */
+export interface DirectorySourceOptions {
+  readonly dir: string;
+  readonly baseUrl: string;
+  /** State directory (store, blobs, generated documents). Default `<dir>/../.<name>-resourcesync`. */
+  readonly stateDir?: string;
+  /** Sets: configured list, or `'top-level'` (one per top-level folder; top-level files go to `default`). */
+  readonly sets?: readonly SetConfig[] | 'top-level';
+  readonly limits?: SourceLimits;
+  /** Watch the tree for changes (default false). */
+  readonly watch?: boolean;
+  /** Periodic full rescan while watching (default 60,000 ms; 0 disables). */
+  readonly rescanIntervalMs?: number;
+  /** Debounce of watch events per path (default 100 ms). */
+  readonly debounceMs?: number;
+  /** Where generated documents go (default `<stateDir>/site`; `publish` points it at the output). */
+  readonly siteDir?: string;
+  /** Directories inside the tree never scanned (besides hidden ones and the state dir). */
+  readonly exclude?: readonly string[];
+  /** Bound of kept bitstream versions for Change Dumps (default 1 GiB; 0 keeps none). */
+  readonly blobMaxBytes?: number;
+  readonly describedBy?: string;
+  /** fsync generated files (default true). */
+  readonly fsync?: boolean;
+  /** Unreadable files, vanished files, refused symlinks. */
+  readonly onWarning?: (message: string) => void;
+}
+
+/** The directory Source: a {@link SourceSite} plus scanning and watching. */
+export interface DirectorySource {
+  readonly baseUrl: URL;
+  readonly sourceDescriptionUrl: string;
+  readonly source: Source;
+  readonly store: SourceStore;
+  readonly root: string;
+  readonly stateDir: string;
+  document(pathname: string): Promise<SiteFile | undefined>;
+  resource(pathname: string): Promise<SiteFile | undefined>;
+  capabilityListUrl(pathname: string): string | undefined;
+  robotsTxt(): Promise<string>;
+  onChange(listener: (changes: readonly RecordedChange[]) => void): () => void;
+  /** Scans the whole tree against the inventory (the first scan of a new store is the baseline). */
+  scan(): Promise<ScanStats>;
+  /** Re-checks some relative paths (files or directories). */
+  scanPaths(relPaths: readonly string[]): Promise<ScanStats>;
+  /** Starts watching (if not already). */
+  watch(): Promise<void>;
+  unwatch(): Promise<void>;
+  /** Resolves once every watch event seen so far has been recorded. */
+  settled(): Promise<void>;
+  stats(): Promise<{ resources: number; seq: number; sets: string[] }>;
+  close(): Promise<void>;
+}
+
+function setResolver(sets: DirectorySourceOptions['sets']): (rel: string) => string | undefined {
+  if (sets === undefined || (Array.isArray(sets) && sets.length === 0)) return () => 'default';
+  if (sets === 'top-level') return (rel) => (rel.includes('/') ? rel.slice(0, rel.indexOf('/')) : 'default');
+  const list = sets as readonly SetConfig[];
+  return (rel) => {
+    for (const s of list) {
+      const m = s.match;
+      if (m === undefined) return s.name;
+      if (typeof m === 'string' ? rel.startsWith(m) : m instanceof RegExp ? m.test(rel) : m(rel)) return s.name;
+    }
+    return undefined;
+  };
+}
+
+const SET_NAME = /^[A-Za-z0-9][A-Za-z0-9._~-]*$/;
+
+/**
+ * Opens a directory Source: checks the directory and base URL, opens (or creates) the state, and runs the
+ * start-up scan (the first one is the baseline inventory; later ones record what changed while we were away).
+ *
+ * @throws ResourceSyncError `RS_CONFIG` (bad base URL, directory missing or unreadable), `RS_STORE` (state
+ *   directory not writable), each naming the path.
+ */
+export async function openDirectorySource(options: DirectorySourceOptions): Promise<DirectorySource> {
+  const dirAbs = resolve(options.dir);
+  let root: string;
+  try {
+    root = await realpath(dirAbs);
+    const st = await stat(root);
+    if (!st.isDirectory()) throw new Error('not a directory');
+    const { readdir } = await import('node:fs/promises');
+    await readdir(root);
+  } catch (e) {
+    throw new ResourceSyncError(
+      'RS_CONFIG',
+      `cannot read the collection directory ${dirAbs}: ${(e as Error).message}`,
+      {
+        cause: e,
+      },
+    );
+  }
+  const stateDir = resolve(options.stateDir ?? join(dirname(root), `.${basename(root)}-resourcesync`));
+  try {
+    await mkdir(stateDir, { recursive: true });
+  } catch (e) {
+    throw new ResourceSyncError('RS_STORE', `cannot create the state directory ${stateDir}: ${(e as Error).message}`, {
+      cause: e,
+    });
+  }
+  const stateReal = await realpath(stateDir);
+  if (Array.isArray(options.sets))
+    for (const s of options.sets as readonly SetConfig[])
+      if (!SET_NAME.test(s.name))
+        throw new ResourceSyncError('RS_CONFIG', `set name ${JSON.stringify(s.name)} is not a safe path segment`);
+  const onWarning = options.onWarning ?? (() => undefined);
+  const store = await openSqliteStore({ path: join(stateDir, 'source.db') });
+  try {
+    const blobs = await BlobStore.open({
+      dir: join(stateDir, 'blobs'),
+      ...(options.blobMaxBytes === undefined ? {} : { maxBytes: options.blobMaxBytes }),
+    });
+    const siteDir = resolve(options.siteDir ?? join(stateDir, 'site'));
+    const exclude = [stateReal];
+    const siteReal = await realpath(siteDir).catch(() => siteDir);
+    exclude.push(siteReal);
+    for (const x of options.exclude ?? []) exclude.push(await realpath(resolve(x)).catch(() => resolve(x)));
+    const resolveSet = setResolver(options.sets);
+    const topLevel = options.sets === 'top-level';
+    const setOf = (rel: string): string | undefined => {
+      // The first segment `resourcesync` is where the generated documents live under the base URL.
+      if (rel.startsWith('resourcesync/') || rel === 'resourcesync') return undefined;
+      const s = resolveSet(rel);
+      if (s !== undefined && topLevel && !SET_NAME.test(s)) return undefined;
+      return s;
+    };
+    let site: DirectorySourceImpl | undefined;
+    const source = await Source.open({
+      store,
+      baseUrl: options.baseUrl,
+      siteDir,
+      blobs,
+      ...(Array.isArray(options.sets)
+        ? {
+            sets: (options.sets as readonly SetConfig[]).map((s) =>
+              s.describedBy === undefined ? { name: s.name } : { name: s.name, describedBy: s.describedBy },
+            ),
+          }
+        : options.sets === undefined
+          ? { sets: [{ name: 'default' }] }
+          : {}),
+      ...(options.describedBy === undefined ? {} : { describedBy: options.describedBy }),
+      ...(options.limits === undefined ? {} : { limits: options.limits }),
+      ...(options.fsync === undefined ? {} : { fsync: options.fsync }),
+      onWarning,
+      currentContent: async (r) => {
+        const abs = join(root, r.uri);
+        return fileContent(
+          abs,
+          r.fileId === undefined ? { length: r.length } : { length: r.length, fileId: r.fileId },
+          fileIdOf,
+        );
+      },
+      refresh: async (uris) => {
+        await site?.scanPaths(uris);
+      },
+    });
+    const ctx: ScanContext = { root, store, setOf, exclude, onWarning, blobs };
+    site = new DirectorySourceImpl(source, ctx, stateDir, options);
+    await site.scan();
+    if (options.watch === true) await site.watch();
+    return site;
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+}
+
+class DirectorySourceImpl implements DirectorySource {
+  readonly source: Source;
+  readonly store: SourceStore;
+  readonly root: string;
+  readonly stateDir: string;
+  readonly #ctx: ScanContext;
+  readonly #options: DirectorySourceOptions;
+  /** Scans and records run one at a time (the merge with the inventory needs a still inventory). */
+  #queue: Promise<unknown> = Promise.resolve();
+  #watcher: WatchHandle | undefined;
+  #closed = false;
+
+  constructor(source: Source, ctx: ScanContext, stateDir: string, options: DirectorySourceOptions) {
+    this.source = source;
+    this.store = source.store;
+    this.root = ctx.root;
+    this.stateDir = stateDir;
+    this.#ctx = ctx;
+    this.#options = options;
+  }
+
+  get baseUrl(): URL {
+    return this.source.baseUrl;
+  }
+
+  get sourceDescriptionUrl(): string {
+    return this.source.sourceDescriptionUrl;
+  }
+
+  #serial<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.#queue.then(fn, fn);
+    this.#queue = p.catch(() => undefined);
+    return p;
+  }
+
+  #record = async (changes: ChangeInput[], log: boolean): Promise<void> => {
+    await this.source.record(changes, log);
+  };
+
+  scan(): Promise<ScanStats> {
+    return this.#serial(async () => {
+      const baseline = (await this.store.getMeta('baseline_done')) === undefined;
+      const stats = await scanTree(this.#ctx, this.#record, { log: !baseline });
+      if (baseline) await this.store.setMeta('baseline_done', String(Date.now()));
+      return stats;
+    });
+  }
+
+  scanPaths(relPaths: readonly string[]): Promise<ScanStats> {
+    return this.#serial(() => scanPaths(this.#ctx, relPaths, this.#record));
+  }
+
+  async watch(): Promise<void> {
+    if (this.#watcher !== undefined || this.#closed) return;
+    this.#watcher = await startWatching({
+      root: this.root,
+      exclude: this.#ctx.exclude,
+      debounceMs: this.#options.debounceMs ?? 100,
+      rescanIntervalMs: this.#options.rescanIntervalMs ?? 60_000,
+      onPaths: (rels) => this.scanPaths(rels).then(() => undefined),
+      onRescan: () => this.scan().then(() => undefined),
+      onWarning: this.#ctx.onWarning,
+    });
+  }
+
+  async unwatch(): Promise<void> {
+    const w = this.#watcher;
+    this.#watcher = undefined;
+    await w?.close();
+  }
+
+  async settled(): Promise<void> {
+    await this.#watcher?.settled();
+    await this.#queue;
+  }
+
+  document(pathname: string): Promise<SiteFile | undefined> {
+    return this.source.document(pathname);
+  }
+
+  /**
+   * A collection file for a request pathname, or undefined (outside the collection, hidden, traversal,
+   * symlink leaving the tree, unknown). A file that changed since it was recorded is re-hashed and recorded
+   * first, so the ETag (sha-256) and length always describe what is on disk at that moment.
+   */
+  async resource(pathname: string): Promise<SiteFile | undefined> {
+    const rel = requestRelativePath(this.baseUrl, pathname);
+    if (rel === undefined || this.#ctx.setOf(rel) === undefined) return undefined;
+    const abs = join(this.root, rel);
+    let real: string;
+    try {
+      real = await realpath(abs);
+    } catch {
+      const known = await this.store.getResource(rel);
+      if (known !== undefined) await this.scanPaths([rel]);
+      return undefined;
+    }
+    if (!(real === this.root || real.startsWith(`${this.root}/`))) return undefined;
+    if (this.#ctx.exclude.some((x) => real === x || real.startsWith(`${x}/`))) return undefined;
+    const st = await stat(real, { bigint: true }).catch(() => undefined);
+    if (st === undefined || !st.isFile()) return undefined;
+    let rec = await this.store.getResource(rel);
+    if (rec === undefined || rec.fileId !== fileIdOf(st)) {
+      await this.scanPaths([rel]);
+      rec = await this.store.getResource(rel);
+      if (rec === undefined) return undefined;
+    }
+    const sha = rec.hashes['sha-256'] ?? rec.hashes.md5 ?? rec.fileId ?? '';
+    return {
+      path: real,
+      contentType: rec.type ?? 'application/octet-stream',
+      length: rec.length,
+      etag: `"${sha}"`,
+      lastModified: new Date(rec.lastmodMs),
+    };
+  }
+
+  capabilityListUrl(pathname: string): string | undefined {
+    const rel = requestRelativePath(this.baseUrl, pathname);
+    if (rel === undefined) return undefined;
+    const set = this.#ctx.setOf(rel);
+    return set === undefined ? undefined : this.source.capabilityListUrl(set);
+  }
+
+  robotsTxt(): Promise<string> {
+    return this.source.robotsTxt();
+  }
+
+  onChange(listener: (changes: readonly RecordedChange[]) => void): () => void {
+    return this.source.onChange(listener);
+  }
+
+  async stats(): Promise<{ resources: number; seq: number; sets: string[] }> {
+    const head = await this.store.head();
+    return { resources: await this.store.countResources(), seq: head.seq, sets: this.source.setNames() };
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.unwatch();
+    await this.#queue;
+    await this.source.close();
+    await this.store.close();
+  }
+}

@@ -1,0 +1,266 @@
+/**
+ * Generation of the Source's documents from a store snapshot: Source Description (§8), Capability List (§9),
+ * Resource List and Index (§10), Change List and Index (§12). Dumps are in `dumps.ts`.
+ *
+ * Every file is written atomically (temporary file + rename), parts before the index that lists them, so a
+ * document is never advertised before it exists and is complete. Memory: one entry plus one output chunk per
+ * document being written (entries stream from the snapshot's cursor).
+ *
+ * @module
+ */
+import { unlink } from 'node:fs/promises';
+import { formatDatetime } from '../core/datetime.js';
+import { formatHashes } from '../core/hash.js';
+import {
+  createHeader,
+  type DocumentHeader,
+  type DocumentKind,
+  type Entry,
+  type Link,
+  type Metadata,
+} from '../core/model.js';
+import { writeDocumentFile } from '../xml/writer.js';
+import { partName, type SiteLayout } from './layout.js';
+import { resourceUrl } from './paths.js';
+import type { ChangeListPart, ChangeRecord, ResourceRecord, StoreSnapshot } from './store.js';
+
+/** Configuration of a set of resources (one Capability List). */
+export interface SetInfo {
+  readonly name: string;
+  /** `describedby` link of the set (in the Source Description entry and the Capability List). */
+  readonly describedBy?: string;
+}
+
+/** Limits of generated documents. */
+export interface DocumentLimits {
+  /** Entries per document before splitting into an index and parts (default 50,000, §4.2). */
+  readonly maxEntriesPerDocument: number;
+}
+
+/** Everything generation needs besides the snapshot. */
+export interface GenerationContext {
+  readonly layout: SiteLayout;
+  readonly limits: DocumentLimits;
+  /** fsync each written file (default true; tests may turn it off). */
+  readonly fsync?: boolean;
+}
+
+/** The files a generation wrote (absolute paths). */
+export type WrittenFiles = string[];
+
+function link(rel: string, href: string, extra: Partial<Link> = {}): Link {
+  return { rel, href, ...extra };
+}
+
+function header(kind: DocumentKind, md: Metadata, links: Link[]): DocumentHeader {
+  return createHeader(kind, md, links);
+}
+
+/** The entry of a resource in a Resource List (§10.1) or a dump manifest (§11.2: with `path`). */
+export function resourceEntry(base: URL, r: ResourceRecord, path?: string): Entry {
+  const md: Metadata = { length: r.length };
+  const hash = formatHashes(r.hashes);
+  if (hash !== '') md.hash = hash;
+  if (r.type !== undefined) md.type = r.type;
+  if (path !== undefined) md.path = path;
+  return { element: 'url', loc: resourceUrl(base, r.uri), lastmod: formatDatetime(r.lastmodMs), md, links: [] };
+}
+
+/** The entry of a change in a Change List (§12.1) or a Change Dump Manifest (§13.2: with `path`). */
+export function changeEntry(base: URL, c: ChangeRecord, path?: string): Entry {
+  const md: Metadata = { change: c.change, datetime: formatDatetime(c.datetimeMs) };
+  const entry: Entry = { element: 'url', loc: resourceUrl(base, c.uri), md, links: [] };
+  if (c.change !== 'deleted') {
+    const hash = formatHashes(c.hashes);
+    if (hash !== '') md.hash = hash;
+    if (c.length !== undefined) md.length = c.length;
+    if (c.type !== undefined) md.type = c.type;
+    if (path !== undefined) md.path = path;
+    if (c.lastmodMs !== undefined) entry.lastmod = formatDatetime(c.lastmodMs);
+  }
+  return entry;
+}
+
+/** Writes the Source Description (§8): one entry per set's Capability List. */
+export async function writeSourceDescription(
+  ctx: GenerationContext,
+  sets: readonly SetInfo[],
+  describedBy?: string,
+): Promise<WrittenFiles> {
+  const links = describedBy === undefined ? [] : [link('describedby', describedBy)];
+  const entries: Entry[] = sets.map((s) => ({
+    element: 'url',
+    loc: ctx.layout.capabilityListUrl(s.name),
+    md: { capability: 'capabilitylist' },
+    links: s.describedBy === undefined ? [] : [link('describedby', s.describedBy)],
+  }));
+  const path = ctx.layout.sourceDescriptionPath;
+  await writeDocumentFile(path, header('source-description', {}, links), entries, fsyncOpt(ctx));
+  return [path];
+}
+
+/** Writes a set's Capability List (§9): `up` to the Source Description, `describedby` when configured. */
+export async function writeCapabilityList(ctx: GenerationContext, set: SetInfo): Promise<WrittenFiles> {
+  const l = ctx.layout;
+  const links: Link[] = [];
+  if (set.describedBy !== undefined) links.push(link('describedby', set.describedBy));
+  links.push(link('up', l.sourceDescriptionUrl));
+  const entries: Entry[] = (['resourcelist', 'resourcedump', 'changelist', 'changedump'] as const).map((cap) => ({
+    element: 'url',
+    loc: l.url(set.name, `${cap}.xml`),
+    md: { capability: cap },
+    links: [],
+  }));
+  const path = l.path(set.name, 'capabilitylist.xml');
+  await writeDocumentFile(path, header('capability-list', {}, links), entries, fsyncOpt(ctx));
+  return [path];
+}
+
+function fsyncOpt(ctx: GenerationContext): { fsync?: boolean } {
+  return ctx.fsync === undefined ? {} : { fsync: ctx.fsync };
+}
+
+/** Yields at most `n` values of a shared iterator without closing it. */
+async function* take<T>(it: AsyncIterator<T>, n: number): AsyncGenerator<T, void, undefined> {
+  for (let i = 0; i < n; i++) {
+    const r = await it.next();
+    if (r.done === true) return;
+    yield r.value;
+  }
+}
+
+/** What {@link writeListOrIndex} writes. */
+interface ListSpec {
+  readonly kind: 'resource-list' | 'resource-dump' | 'change-dump';
+  readonly indexKind: 'resource-list-index' | 'resource-dump-index' | 'change-dump-index';
+  /** Number of entries (known up front from the snapshot). */
+  readonly count: number;
+  readonly entries: AsyncIterator<Entry>;
+  /** Root `rs:md` of the list (and of each part) without capability. */
+  readonly md: Metadata;
+  /** Root `rs:md` of the index, when different. */
+  readonly indexMd?: Metadata;
+  readonly setName: string;
+  /** Base file name: `resourcelist` -> resourcelist.xml, resourcelist-0001.xml. */
+  readonly name: string;
+}
+
+/**
+ * Writes one list, or (past the entry limit) parts then the index listing them (§10.2, §4.2); each part has
+ * `up` and `index` links. Returns the files written.
+ */
+async function writeListOrIndex(ctx: GenerationContext, spec: ListSpec): Promise<WrittenFiles> {
+  const l = ctx.layout;
+  const up = link('up', l.capabilityListUrl(spec.setName));
+  const max = ctx.limits.maxEntriesPerDocument;
+  const mainPath = l.path(spec.setName, `${spec.name}.xml`);
+  if (spec.count <= max) {
+    await writeDocumentFile(mainPath, header(spec.kind, spec.md, [up]), take(spec.entries, max), fsyncOpt(ctx));
+    return [mainPath];
+  }
+  const written: string[] = [];
+  const parts = Math.ceil(spec.count / max);
+  const indexEntries: Entry[] = [];
+  const indexLink = link('index', l.url(spec.setName, `${spec.name}.xml`));
+  for (let k = 1; k <= parts; k++) {
+    const file = `${spec.name}-${partName(k)}.xml`;
+    const path = l.path(spec.setName, file);
+    await writeDocumentFile(path, header(spec.kind, spec.md, [up, indexLink]), take(spec.entries, max), fsyncOpt(ctx));
+    written.push(path);
+    const e: Entry = { element: 'sitemap', loc: l.url(spec.setName, file), links: [] };
+    if (spec.kind === 'resource-list') e.md = { ...spec.md };
+    indexEntries.push(e);
+  }
+  await writeDocumentFile(mainPath, header(spec.indexKind, spec.indexMd ?? spec.md, [up]), indexEntries, fsyncOpt(ctx));
+  written.push(mainPath);
+  return written;
+}
+
+export { writeListOrIndex };
+
+/**
+ * Writes a set's Resource List (§10), split into a Resource List Index and parts past the limit. `at` is the
+ * start of the snapshot (no change recorded after it is in the list), `completed` the moment it was taken.
+ */
+export async function writeResourceList(
+  ctx: GenerationContext,
+  snap: StoreSnapshot,
+  setName: string,
+): Promise<WrittenFiles> {
+  const count = await snap.countResources(setName);
+  const at = formatDatetime(snap.atMs);
+  const completed = formatDatetime(Math.max(snap.atMs, Date.now()));
+  const base = ctx.layout.baseUrl;
+  const it = (async function* () {
+    for await (const r of snap.resources(setName)) yield resourceEntry(base, r);
+  })();
+  try {
+    return await writeListOrIndex(ctx, {
+      kind: 'resource-list',
+      indexKind: 'resource-list-index',
+      count,
+      entries: it,
+      md: { at, completed },
+      setName,
+      name: 'resourcelist',
+    });
+  } finally {
+    await it.return(undefined);
+  }
+}
+
+/** Files of the Change Lists that are closed and already written (never rewritten). */
+export type ClosedParts = ReadonlySet<number>;
+
+/**
+ * Writes a set's Change Lists (§12) and the Change List Index listing them: closed lists (with `until`) only
+ * when missing from `closed`, the open one (no `until`) always. Entries in forward chronological order.
+ * Returns the files written and the part numbers now closed and written.
+ */
+export async function writeChangeLists(
+  ctx: GenerationContext,
+  snap: StoreSnapshot,
+  setName: string,
+  closed: ClosedParts,
+): Promise<{ files: WrittenFiles; closed: number[]; parts: ChangeListPart[] }> {
+  const l = ctx.layout;
+  const base = l.baseUrl;
+  const parts = await snap.changeListParts(setName);
+  const up = link('up', l.capabilityListUrl(setName));
+  const indexLink = link('index', l.url(setName, 'changelist.xml'));
+  const files: string[] = [];
+  const nowClosed: number[] = [];
+  const indexEntries: Entry[] = [];
+  let after = 0;
+  for (const p of parts) {
+    const file = `changelist-${partName(p.number)}.xml`;
+    const isClosed = p.untilMs !== undefined;
+    const md: Metadata = { from: formatDatetime(p.fromMs) };
+    if (p.untilMs !== undefined) md.until = formatDatetime(p.untilMs);
+    const through = isClosed ? p.lastSeq : snap.head.seq;
+    if (!isClosed || !closed.has(p.number)) {
+      const path = l.path(setName, file);
+      const entries = (async function* () {
+        if (p.count === 0 && isClosed) return;
+        for await (const c of snap.changes({ setName, afterSeq: after, throughSeq: through }))
+          yield changeEntry(base, c);
+      })();
+      await writeDocumentFile(path, header('change-list', md, [up, indexLink]), entries, fsyncOpt(ctx));
+      files.push(path);
+    }
+    if (isClosed) nowClosed.push(p.number);
+    if (p.lastSeq > after) after = p.lastSeq;
+    indexEntries.push({ element: 'sitemap', loc: l.url(setName, file), md, links: [] });
+  }
+  const first = parts[0];
+  const indexMd: Metadata = first === undefined ? {} : { from: formatDatetime(first.fromMs) };
+  const path = l.path(setName, 'changelist.xml');
+  await writeDocumentFile(path, header('change-list-index', indexMd, [up]), indexEntries, fsyncOpt(ctx));
+  files.push(path);
+  return { files, closed: nowClosed, parts };
+}
+
+/** Removes files of a group that the new generation no longer lists (after the new index is in place). */
+export async function removeFiles(paths: Iterable<string>): Promise<void> {
+  for (const p of paths) await unlink(p).catch(() => undefined);
+}

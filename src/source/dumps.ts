@@ -1,0 +1,425 @@
+/**
+ * Resource Dumps (§11) and Change Dumps (§13): ZIP packages (yazl, stored without compression) with the
+ * dump manifest as `manifest.xml`, the first entry of the package, and a copy of each manifest next to the
+ * package for the `rs:ln rel="contents"` link of the dump document.
+ *
+ * Bitstreams are read by us with large reads and handed to yazl as buffers (yazl opening each file itself is
+ * about ten times slower for small files); big ones are streamed. Memory: one package's manifest (at most
+ * `maxFiles` entries) plus at most {@link ZIP_HIGH_WATER} bytes queued in the ZIP writer.
+ *
+ * @module
+ */
+import { createReadStream } from 'node:fs';
+import { open, stat } from 'node:fs/promises';
+import { Readable } from 'node:stream';
+import yazl from 'yazl';
+import { DUMP_MANIFEST_NAME, XML_MEDIA_TYPE, ZIP_MEDIA_TYPE } from '../core/constants.js';
+import { ResourceSyncError } from '../core/errors.js';
+import { formatDatetime } from '../core/datetime.js';
+import { createHeader, type Entry, type Link, type Metadata } from '../core/model.js';
+import { writeFileAtomic } from '../io/atomic.js';
+import { writeDocument } from '../xml/writer.js';
+import {
+  changeEntry,
+  type GenerationContext,
+  resourceEntry,
+  writeListOrIndex,
+  type WrittenFiles,
+} from './documents.js';
+import { partName } from './layout.js';
+import type { ChangeListPart, ChangeRecord, ResourceRecord, StoreSnapshot } from './store.js';
+
+/** Bytes queued in the ZIP writer before we wait for it to drain. */
+export const ZIP_HIGH_WATER = 32 << 20;
+/** Files up to this size are read whole into one buffer; larger ones are streamed. */
+export const WHOLE_READ_MAX = 16 << 20;
+
+/** Bytes of one bitstream: a buffer, or a stream of exactly `length` bytes. */
+export type Content =
+  | { readonly data: Uint8Array }
+  | { readonly stream: () => AsyncIterable<Uint8Array>; readonly length: number };
+
+/**
+ * Where bitstreams come from. `current`: a resource as the inventory holds it (Resource Dump), `'stale'` when
+ * the bytes at hand no longer match the inventory. `hasVersion` / `version`: the bytes of a recorded change
+ * (Change Dump), false / undefined when no copy was kept.
+ */
+export interface ContentProvider {
+  current(r: ResourceRecord): Promise<Content | 'stale' | undefined>;
+  hasVersion(c: ChangeRecord): Promise<boolean>;
+  version(c: ChangeRecord): Promise<Content | undefined>;
+}
+
+/** Limits of dump packages. */
+export interface DumpLimits {
+  /** Bytes of bitstreams per package (default 256 MiB). */
+  readonly maxBytes: number;
+  /** Bitstreams per package (default and maximum: the document entry limit). */
+  readonly maxFiles: number;
+}
+
+/** Thrown (internally) when a bitstream changed since it was recorded: the dump is rebuilt after a rescan. */
+export class StaleContentError extends ResourceSyncError {
+  readonly uri: string;
+  constructor(uri: string) {
+    super('RS_IO', `${uri} changed since it was recorded`);
+    this.uri = uri;
+  }
+}
+
+interface ZipItem {
+  readonly name: string;
+  readonly mtime: Date;
+  readonly content: Content;
+}
+
+/**
+ * Writes a ZIP package atomically from items, in order. Memory: {@link ZIP_HIGH_WATER} plus one item.
+ * @returns the package size in bytes.
+ */
+export async function writeZip(
+  path: string,
+  items: AsyncIterable<ZipItem>,
+  options: { readonly fsync?: boolean } = {},
+): Promise<number> {
+  const zip = new yazl.ZipFile();
+  let added = 0;
+  let emitted = 0;
+  let failed: unknown;
+  let wake: (() => void) | undefined;
+  const output = zip.outputStream as unknown as AsyncIterable<Buffer> & NodeJS.ReadableStream;
+  const counted = (async function* () {
+    for await (const chunk of output) {
+      emitted += chunk.length;
+      wake?.();
+      yield chunk;
+    }
+  })();
+  const writing = writeFileAtomic(path, counted, options.fsync === undefined ? {} : { fsync: options.fsync }).catch(
+    (e: unknown) => {
+      failed = e;
+      wake?.();
+      throw e;
+    },
+  );
+  const feeding = (async () => {
+    try {
+      for await (const item of items) {
+        if (failed !== undefined) break;
+        const opts = { mtime: item.mtime, compress: false };
+        if ('data' in item.content) {
+          const data = item.content.data;
+          zip.addBuffer(
+            Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength),
+            item.name,
+            opts,
+          );
+          added += data.byteLength;
+        } else {
+          zip.addReadStream(Readable.from(item.content.stream()), item.name, { ...opts, size: item.content.length });
+          added += item.content.length;
+        }
+        while (failed === undefined && added - emitted > ZIP_HIGH_WATER) {
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+          });
+          wake = undefined;
+        }
+      }
+      zip.end();
+    } catch (e) {
+      (output as unknown as Readable).destroy(e as Error);
+      throw e;
+    }
+  })();
+  const [bytes] = await Promise.all([writing, feeding]);
+  return bytes;
+}
+
+/** Reads a file whole (small) or as a stream (big), checking it is still the version the caller expects. */
+export async function fileContent(
+  abs: string,
+  expect: { readonly length: number; readonly fileId?: string },
+  fileIdOf?: (st: import('node:fs').BigIntStats) => string,
+): Promise<Content | 'stale' | undefined> {
+  let fh: Awaited<ReturnType<typeof open>>;
+  try {
+    fh = await open(abs, 'r');
+  } catch {
+    return 'stale';
+  }
+  try {
+    const st = await fh.stat({ bigint: true });
+    if (Number(st.size) !== expect.length) return 'stale';
+    if (expect.fileId !== undefined && fileIdOf !== undefined && fileIdOf(st) !== expect.fileId) return 'stale';
+    if (expect.length <= WHOLE_READ_MAX) {
+      const buf = Buffer.allocUnsafe(expect.length);
+      let off = 0;
+      while (off < buf.length) {
+        const { bytesRead } = await fh.read(buf, off, buf.length - off, off);
+        if (bytesRead === 0) return 'stale';
+        off += bytesRead;
+      }
+      return { data: buf };
+    }
+  } finally {
+    await fh.close();
+  }
+  return {
+    length: expect.length,
+    stream: () => createReadStream(abs, { highWaterMark: 1 << 20, start: 0, end: expect.length - 1 }),
+  };
+}
+
+/** Checks a file still exists (cheap pre-check). */
+export async function exists(path: string): Promise<boolean> {
+  return (await stat(path).catch(() => undefined)) !== undefined;
+}
+
+function manifestBytes(
+  kind: 'resource-dump-manifest' | 'change-dump-manifest',
+  md: Metadata,
+  up: Link,
+  entries: Entry[],
+): Promise<Buffer> {
+  return (async () => {
+    const chunks: Uint8Array[] = [];
+    for await (const c of writeDocument(createHeader(kind, md, [up]), entries)) chunks.push(c);
+    return Buffer.concat(chunks);
+  })();
+}
+
+/** Path of a resource inside a package: `/resources/<relative path>` (absolute URIs: host and path). */
+function bitstreamPath(prefix: string, uri: string): string {
+  let rel = uri;
+  const m = /^https?:\/\/([^/]+)\/?(.*)$/i.exec(uri);
+  if (m !== null) rel = `${m[1]}/${m[2]}`;
+  const safe = rel
+    .split('/')
+    .filter((s) => s !== '' && s !== '.' && s !== '..')
+    .join('/');
+  return `/${prefix}/${safe === '' ? 'resource' : safe}`;
+}
+
+/** A package written by a dump. */
+export interface DumpPackage {
+  readonly file: string;
+  readonly manifestFile: string;
+  readonly length: number;
+  readonly md: Metadata;
+  readonly lastmod?: string;
+}
+
+function dumpEntry(ctx: GenerationContext, setName: string, p: DumpPackage): Entry {
+  const e: Entry = {
+    element: 'url',
+    loc: ctx.layout.url(setName, p.file),
+    md: { type: ZIP_MEDIA_TYPE, length: p.length, ...p.md },
+    links: [{ rel: 'contents', href: ctx.layout.url(setName, p.manifestFile), type: XML_MEDIA_TYPE }],
+  };
+  if (p.lastmod !== undefined) e.lastmod = p.lastmod;
+  return e;
+}
+
+/**
+ * Writes a set's Resource Dump (§11): packages of at most `limits` each, named after the snapshot's seq, their
+ * manifest copies, then the dump document (a Resource Dump Index past the entry limit).
+ *
+ * @throws StaleContentError when a file changed since the inventory was taken (rescan and retry).
+ */
+export async function writeResourceDump(
+  ctx: GenerationContext,
+  snap: StoreSnapshot,
+  setName: string,
+  content: ContentProvider,
+  limits: DumpLimits,
+): Promise<{ files: WrittenFiles; packages: DumpPackage[] }> {
+  const l = ctx.layout;
+  const base = l.baseUrl;
+  const at = formatDatetime(snap.atMs);
+  const up: Link = { rel: 'up', href: l.capabilityListUrl(setName) };
+  const files: string[] = [];
+  const packages: DumpPackage[] = [];
+  const maxFiles = Math.min(limits.maxFiles, ctx.limits.maxEntriesPerDocument);
+  const it = snap.resources(setName)[Symbol.asyncIterator]();
+  let pending: ResourceRecord | undefined;
+  let n = 0;
+  try {
+    for (;;) {
+      const batch: ResourceRecord[] = [];
+      let bytes = 0;
+      for (;;) {
+        const r = pending ?? (await it.next()).value;
+        pending = undefined;
+        if (r === undefined) break;
+        if (batch.length > 0 && (batch.length >= maxFiles || bytes + r.length > limits.maxBytes)) {
+          pending = r;
+          break;
+        }
+        batch.push(r);
+        bytes += r.length;
+      }
+      if (batch.length === 0) break;
+      n++;
+      const stem = `resourcedump-s${snap.head.seq}-${partName(n)}`;
+      const pkgAt = formatDatetime(Math.max(snap.atMs, Date.now()));
+      const entries = batch.map((r) => resourceEntry(base, r, bitstreamPath('resources', r.uri)));
+      const manifest = await manifestBytes('resource-dump-manifest', { at, completed: pkgAt }, up, entries);
+      const manifestFile = `${stem}-manifest.xml`;
+      const zipFile = `${stem}.zip`;
+      const items = (async function* (): AsyncGenerator<ZipItem> {
+        yield { name: DUMP_MANIFEST_NAME, mtime: new Date(snap.atMs), content: { data: manifest } };
+        for (const r of batch) {
+          const c = await content.current(r);
+          if (c === 'stale' || c === undefined) throw new StaleContentError(r.uri);
+          yield { name: bitstreamPath('resources', r.uri).slice(1), mtime: new Date(r.lastmodMs), content: c };
+        }
+      })();
+      const length = await writeZip(l.path(setName, zipFile), items, fsyncOpt(ctx));
+      await writeFileAtomic(l.path(setName, manifestFile), manifest, fsyncOpt(ctx));
+      files.push(l.path(setName, zipFile), l.path(setName, manifestFile));
+      packages.push({
+        file: zipFile,
+        manifestFile,
+        length,
+        md: { at, completed: formatDatetime(Math.max(snap.atMs, Date.now())) },
+      });
+    }
+  } finally {
+    await it.return?.(undefined);
+  }
+  const completed = formatDatetime(Math.max(snap.atMs, Date.now()));
+  const docs = await writeListOrIndex(ctx, {
+    kind: 'resource-dump',
+    indexKind: 'resource-dump-index',
+    count: packages.length,
+    entries: (async function* () {
+      for (const p of packages) yield dumpEntry(ctx, setName, p);
+    })(),
+    md: { at, completed },
+    setName,
+    name: 'resourcedump',
+  });
+  return { files: [...files, ...docs], packages };
+}
+
+function fsyncOpt(ctx: GenerationContext): { fsync?: boolean } {
+  return ctx.fsync === undefined ? {} : { fsync: ctx.fsync };
+}
+
+/** A Change Dump package already written for a closed Change List (kept across generations). */
+export type ClosedDumpPackages = ReadonlyMap<number, readonly DumpPackage[]>;
+
+/**
+ * Writes a set's Change Dump (§13): per Change List, packages of its changes (a new version of one resource
+ * per change, from the blob copies), named by the seq range they cover. Packages of closed Change Lists found
+ * in `closed` are reused. Changes whose bytes were not kept are left out of the package (`onMissing`).
+ */
+export async function writeChangeDump(
+  ctx: GenerationContext,
+  snap: StoreSnapshot,
+  setName: string,
+  content: ContentProvider,
+  limits: DumpLimits,
+  closed: ClosedDumpPackages,
+  onMissing: (c: ChangeRecord) => void,
+): Promise<{ files: WrittenFiles; packages: DumpPackage[]; closed: Map<number, DumpPackage[]> }> {
+  const l = ctx.layout;
+  const base = l.baseUrl;
+  const up: Link = { rel: 'up', href: l.capabilityListUrl(setName) };
+  const parts = await snap.changeListParts(setName);
+  const files: string[] = [];
+  const all: DumpPackage[] = [];
+  const nowClosed = new Map<number, DumpPackage[]>();
+  const maxFiles = Math.min(limits.maxFiles, ctx.limits.maxEntriesPerDocument);
+  let after = 0;
+  for (const p of parts) {
+    const partAfter = after;
+    if (p.lastSeq > after) after = p.lastSeq;
+    const isClosed = p.untilMs !== undefined;
+    const known = isClosed ? closed.get(p.number) : undefined;
+    if (known !== undefined) {
+      all.push(...known);
+      nowClosed.set(p.number, [...known]);
+      continue;
+    }
+    const through = isClosed ? p.lastSeq : snap.head.seq;
+    const written = await writePartPackages(p, partAfter, through);
+    all.push(...written);
+    if (isClosed) nowClosed.set(p.number, written);
+  }
+
+  async function writePartPackages(p: ChangeListPart, afterSeq: number, through: number): Promise<DumpPackage[]> {
+    const out: DumpPackage[] = [];
+    const untilMs = p.untilMs ?? snap.atMs;
+    let batch: { c: ChangeRecord; content: boolean }[] = [];
+    let bytes = 0;
+    let fromMs = p.fromMs;
+    const flush = async (lastMs: number, final: boolean): Promise<void> => {
+      if (batch.length === 0) return;
+      const first = batch[0]!.c.seq;
+      const last = batch[batch.length - 1]!.c.seq;
+      const stem = `changedump-${first}-${last}`;
+      const md: Metadata = { from: formatDatetime(fromMs), until: formatDatetime(final ? untilMs : lastMs) };
+      const entries = batch.map(({ c, content: k }) =>
+        changeEntry(base, c, k ? bitstreamPath(`changes/${c.seq}`, c.uri) : undefined),
+      );
+      const manifest = await manifestBytes('change-dump-manifest', md, up, entries);
+      const current = batch;
+      const items = (async function* (): AsyncGenerator<ZipItem> {
+        yield { name: DUMP_MANIFEST_NAME, mtime: new Date(untilMs), content: { data: manifest } };
+        for (const { c, content: has } of current) {
+          if (!has) continue;
+          const k = await content.version(c);
+          if (k === undefined) throw new StaleContentError(c.uri);
+          yield {
+            name: bitstreamPath(`changes/${c.seq}`, c.uri).slice(1),
+            mtime: new Date(c.lastmodMs ?? c.datetimeMs),
+            content: k,
+          };
+        }
+      })();
+      const zipFile = `${stem}.zip`;
+      const manifestFile = `${stem}-manifest.xml`;
+      const length = await writeZip(l.path(setName, zipFile), items, fsyncOpt(ctx));
+      await writeFileAtomic(l.path(setName, manifestFile), manifest, fsyncOpt(ctx));
+      files.push(l.path(setName, zipFile), l.path(setName, manifestFile));
+      out.push({ file: zipFile, manifestFile, length, md, lastmod: formatDatetime(lastMs) });
+      fromMs = lastMs;
+      batch = [];
+      bytes = 0;
+    };
+    let lastMs = p.fromMs;
+    if (p.count > 0 || p.untilMs === undefined) {
+      for await (const c of snap.changes({ setName, afterSeq, throughSeq: through })) {
+        let has = false;
+        if (c.change !== 'deleted') {
+          has = await content.hasVersion(c);
+          if (!has) onMissing(c);
+        }
+        const size = has ? (c.length ?? 0) : 0;
+        if (batch.length > 0 && (batch.length >= maxFiles || bytes + size > limits.maxBytes))
+          await flush(lastMs, false);
+        batch.push({ c, content: has });
+        bytes += size;
+        lastMs = c.datetimeMs;
+      }
+    }
+    await flush(lastMs, true);
+    return out;
+  }
+
+  const first = parts[0];
+  const docs = await writeListOrIndex(ctx, {
+    kind: 'change-dump',
+    indexKind: 'change-dump-index',
+    count: all.length,
+    entries: (async function* () {
+      for (const p of all) yield dumpEntry(ctx, setName, p);
+    })(),
+    md: first === undefined ? {} : { from: formatDatetime(first.fromMs) },
+    setName,
+    name: 'changedump',
+  });
+  return { files: [...files, ...docs], packages: all, closed: nowClosed };
+}

@@ -1,0 +1,56 @@
+/**
+ * The publishing side of ResourceSync (Z39.99-2017 §8–§13): a store (inventory + change log), document and
+ * dump generation, the library-level {@link Source} and the directory-backed Source used by `serve` and
+ * `publish`.
+ *
+ * @module
+ */
+export { BlobStore, type BlobStoreOptions } from './blobs.js';
+export {
+  type DirectorySource,
+  type DirectorySourceOptions,
+  openDirectorySource,
+  type SetConfig,
+} from './directory.js';
+export type { Content, ContentProvider, DumpLimits } from './dumps.js';
+export { DOCUMENTS_DIR, SiteLayout } from './layout.js';
+export { encodePath, parseBaseUrl, requestRelativePath, resourceUrl } from './paths.js';
+export { fileIdOf, mediaTypeOf, type ScanStats } from './scan.js';
+export {
+  type GenerationReport,
+  type RecordedChange,
+  type SetDefinition,
+  type SiteFile,
+  Source,
+  type SourceChange,
+  type SourceLimits,
+  type SourceOptions,
+} from './source.js';
+export { openSqliteStore, type SqliteStoreOptions } from './sqlite-store.js';
+export type {
+  ChangeInput,
+  ChangeListPart,
+  ChangeQuery,
+  ChangeRecord,
+  RecordOptions,
+  ResourceRecord,
+  RotationPolicy,
+  SourceStore,
+  StoreHead,
+  StoreSnapshot,
+} from './store.js';
+
+import type { DirectorySource } from './directory.js';
+
+/** What the HTTP server needs from a Source (see `directory.ts`); a {@link DirectorySource} is one. */
+export type SourceSite = Pick<
+  DirectorySource,
+  | 'baseUrl'
+  | 'sourceDescriptionUrl'
+  | 'document'
+  | 'resource'
+  | 'capabilityListUrl'
+  | 'robotsTxt'
+  | 'onChange'
+  | 'close'
+>;

@@ -1,0 +1,113 @@
+/**
+ * Where a Source's generated documents live: their URLs, and the files under a site directory that mirrors the
+ * URL paths of the origin (so `publish` output can be served as is by any web server).
+ *
+ * ```
+ * /.well-known/resourcesync                                   Source Description (§8, RFC 8615)
+ * <base>resourcesync/<set>/capabilitylist.xml                 Capability List (§9)
+ * <base>resourcesync/<set>/resourcelist.xml                   Resource List, or its Index (§10)
+ * <base>resourcesync/<set>/resourcelist-0001.xml ...          parts of an Index
+ * <base>resourcesync/<set>/resourcedump.xml                   Resource Dump, or its Index (§11)
+ * <base>resourcesync/<set>/resourcedump-s<seq>-0001.zip       packages (+ -manifest.xml copies)
+ * <base>resourcesync/<set>/changelist.xml                     Change List Index (§12)
+ * <base>resourcesync/<set>/changelist-0001.xml ...            Change Lists (the last one open)
+ * <base>resourcesync/<set>/changedump.xml                     Change Dump, or its Index (§13)
+ * <base>resourcesync/<set>/changedump-<seq>-<seq>.zip         packages (+ -manifest.xml copies)
+ * ```
+ *
+ * @module
+ */
+import { join } from 'node:path';
+import { WELL_KNOWN_PATH } from '../core/constants.js';
+import { requestRelativePath } from './paths.js';
+
+/** The first path segment under the base URL reserved for generated documents. */
+export const DOCUMENTS_DIR = 'resourcesync';
+
+/** Document groups: each is regenerated as a whole when the store moved. */
+export type GroupKind =
+  | 'description'
+  | 'capabilitylist'
+  | 'resourcelist'
+  | 'resourcedump'
+  | 'changelist'
+  | 'changedump';
+
+/** A request pathname resolved to the group that produces it. */
+export interface DocumentTarget {
+  readonly group: GroupKind;
+  readonly setName?: string;
+  /** File name inside the set directory (or `resourcesync` for the Source Description). */
+  readonly file: string;
+  /** Absolute path of the file under the site directory. */
+  readonly path: string;
+}
+
+/** URLs and file paths of one Source's documents. */
+export class SiteLayout {
+  readonly baseUrl: URL;
+  readonly siteDir: string;
+  readonly sourceDescriptionUrl: string;
+  readonly #origin: URL;
+
+  constructor(baseUrl: URL, siteDir: string) {
+    this.baseUrl = baseUrl;
+    this.siteDir = siteDir;
+    this.#origin = new URL('/', baseUrl);
+    this.sourceDescriptionUrl = new URL(WELL_KNOWN_PATH, baseUrl).href;
+  }
+
+  get sourceDescriptionPath(): string {
+    return join(this.siteDir, '.well-known', 'resourcesync');
+  }
+
+  /** URL of a file of a set's directory. */
+  url(setName: string, file: string): string {
+    return `${this.baseUrl.href}${DOCUMENTS_DIR}/${encodeURIComponent(setName)}/${encodeURIComponent(file)}`;
+  }
+
+  /** Directory of a set's documents under the site directory. */
+  setDir(setName: string): string {
+    const basePath = decodeURIComponent(this.baseUrl.pathname).replace(/^\/+/, '');
+    return join(this.siteDir, basePath, DOCUMENTS_DIR, setName);
+  }
+
+  path(setName: string, file: string): string {
+    return join(this.setDir(setName), file);
+  }
+
+  capabilityListUrl(setName: string): string {
+    return this.url(setName, 'capabilitylist.xml');
+  }
+
+  /** Resolves a request pathname (raw, percent-encoded) to a document; undefined when it names none. */
+  resolve(pathname: string): DocumentTarget | undefined {
+    const rel = requestRelativePath(this.#origin, pathname, true);
+    if (rel === undefined) return undefined;
+    if (`/${rel}` === WELL_KNOWN_PATH)
+      return { group: 'description', file: 'resourcesync', path: this.sourceDescriptionPath };
+    const basePath = decodeURIComponent(this.baseUrl.pathname).replace(/^\/+/, '');
+    const prefix = `${basePath}${DOCUMENTS_DIR}/`;
+    if (!rel.startsWith(prefix)) return undefined;
+    const parts = rel.slice(prefix.length).split('/');
+    if (parts.length !== 2) return undefined;
+    const [setName, file] = parts as [string, string];
+    const group = groupOf(file);
+    if (group === undefined) return undefined;
+    return { group, setName, file, path: this.path(setName, file) };
+  }
+}
+
+function groupOf(file: string): GroupKind | undefined {
+  if (file === 'capabilitylist.xml') return 'capabilitylist';
+  if (/^resourcelist(-\d{4,})?\.xml$/.test(file)) return 'resourcelist';
+  if (/^resourcedump(-\d{4,}\.xml|\.xml|-s\d+-\d{4,}(\.zip|-manifest\.xml))$/.test(file)) return 'resourcedump';
+  if (/^changelist(-\d{4,})?\.xml$/.test(file)) return 'changelist';
+  if (/^changedump(-\d{4,}\.xml|\.xml|-\d+-\d+(\.zip|-manifest\.xml))$/.test(file)) return 'changedump';
+  return undefined;
+}
+
+/** `0001`-style part number. */
+export function partName(n: number): string {
+  return String(n).padStart(4, '0');
+}

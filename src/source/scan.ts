@@ -1,0 +1,482 @@
+/**
+ * Change detection for a directory tree: walk it in the store's key order, merge it with the stored inventory
+ * (size + mtime + inode quick check, then md5 + sha-256 in one read), and produce `created` / `updated` /
+ * `deleted` changes (a rename is a delete plus a create, as the standard models it, §12.1).
+ *
+ * Never fatal on one file: unreadable files, files vanishing mid-scan, FIFOs and symlinks leaving the tree are
+ * reported through `onWarning` and skipped (an unreadable file or directory keeps its inventory entry).
+ *
+ * @module
+ */
+import type { BigIntStats, Dirent } from 'node:fs';
+import { lstat, open, readdir, realpath, stat } from 'node:fs/promises';
+import { join, sep } from 'node:path';
+import mime from 'mime-types';
+import type { HashAlgorithm } from '../core/constants.js';
+import type { Hashes } from '../core/hash.js';
+import { createMultiHasher } from '../io/hashing.js';
+import type { BlobStore, BlobWriter } from './blobs.js';
+import type { ChangeInput, ResourceRecord, SourceStore } from './store.js';
+
+/** The algorithms computed for every file (§4.1.1). */
+export const SCAN_ALGORITHMS: readonly HashAlgorithm[] = ['md5', 'sha-256'];
+
+/** Everything a scan needs. */
+export interface ScanContext {
+  /** Absolute real path of the collection root. */
+  readonly root: string;
+  readonly store: SourceStore;
+  /** Set of a relative path; undefined excludes the file from the collection. */
+  readonly setOf: (relPath: string) => string | undefined;
+  /** Absolute real paths (directories) never walked: the state dir, an output dir inside the tree. */
+  readonly exclude: readonly string[];
+  readonly onWarning: (message: string) => void;
+  /** Copy each new version into the blob store (for Change Dumps). */
+  readonly blobs?: BlobStore;
+  /** Read size (default 1 MiB). */
+  readonly bufferSize?: number;
+  /** Files hashed at once (default 8). */
+  readonly concurrency?: number;
+}
+
+/** Figures of a scan. */
+export interface ScanStats {
+  files: number;
+  hashed: number;
+  bytesHashed: number;
+  created: number;
+  updated: number;
+  deleted: number;
+  skipped: number;
+}
+
+/** A sink for the changes a scan finds, in key order; `log: false` is an inventory-only update. */
+export type RecordBatch = (changes: ChangeInput[], log: boolean) => Promise<void>;
+
+/** Identity of a file's current state, for the quick check. */
+export function fileIdOf(st: BigIntStats): string {
+  return `${st.size}:${st.mtimeNs}:${st.ino}`;
+}
+
+/** Media type of a path from the mime-types database (`application/octet-stream` when unknown). */
+export function mediaTypeOf(relPath: string): string {
+  return mime.lookup(relPath) || 'application/octet-stream';
+}
+
+/** Binary (UTF-8 byte) order, the order of SQLite's BINARY collation. */
+export function compareKeys(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
+
+type WalkItem =
+  | { readonly kind: 'file'; readonly rel: string; readonly abs: string; readonly stat: BigIntStats }
+  /** A path whose inventory entries (itself and anything under it) are kept as they are. */
+  | { readonly kind: 'keep'; readonly rel: string };
+
+function isInside(root: string, p: string): boolean {
+  return p === root || p.startsWith(root.endsWith(sep) ? root : root + sep);
+}
+
+/**
+ * Walks `root/relDir` depth first, yielding files in binary order of their relative path (siblings sorted by
+ * name, with `/` appended to directory names, which is the order of the full paths). Hidden entries and
+ * excluded directories are skipped. Memory: the entries of the directories on the current path.
+ */
+async function* walk(ctx: ScanContext, relDir: string): AsyncGenerator<WalkItem, void, undefined> {
+  const absDir = relDir === '' ? ctx.root : join(ctx.root, relDir);
+  let dirents: Dirent[];
+  try {
+    dirents = await readdir(absDir, { withFileTypes: true });
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return; // vanished: its files are deleted
+    ctx.onWarning(`cannot read directory ${absDir}: ${(e as Error).message}; its files are kept as they were`);
+    yield { kind: 'keep', rel: relDir };
+    return;
+  }
+  const items: { key: Buffer; name: string; dir: boolean; dirent: Dirent; target?: BigIntStats }[] = [];
+  for (const d of dirents) {
+    const name = d.name;
+    if (name.startsWith('.')) continue;
+    if (name.includes('\uFFFD')) {
+      ctx.onWarning(`skipped ${join(absDir, name)}: its name is not valid UTF-8`);
+      continue;
+    }
+    const abs = join(absDir, name);
+    let isDir = d.isDirectory();
+    let target: BigIntStats | undefined;
+    if (d.isSymbolicLink()) {
+      let real: string;
+      try {
+        real = await realpath(abs);
+        target = await stat(real, { bigint: true });
+      } catch (e) {
+        ctx.onWarning(`skipped ${abs}: broken symbolic link (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
+        continue;
+      }
+      if (!isInside(ctx.root, real)) {
+        ctx.onWarning(`refused ${abs}: symbolic link leaving the collection (to ${real})`);
+        continue;
+      }
+      if (target.isDirectory()) {
+        ctx.onWarning(`skipped ${abs}: symbolic link to a directory (not followed)`);
+        continue;
+      }
+      isDir = false;
+    }
+    if (isDir && ctx.exclude.includes(abs)) continue;
+    if (!isDir && !d.isFile() && !d.isSymbolicLink()) {
+      ctx.onWarning(`skipped ${abs}: not a regular file`);
+      continue;
+    }
+    if (target !== undefined && !target.isFile()) {
+      ctx.onWarning(`skipped ${abs}: symbolic link to something that is not a regular file`);
+      continue;
+    }
+    const item: { key: Buffer; name: string; dir: boolean; dirent: Dirent; target?: BigIntStats } = {
+      key: Buffer.from(isDir ? `${name}/` : name, 'utf8'),
+      name,
+      dir: isDir,
+      dirent: d,
+    };
+    if (target !== undefined) item.target = target;
+    items.push(item);
+  }
+  items.sort((a, b) => Buffer.compare(a.key, b.key));
+  for (const it of items) {
+    const rel = relDir === '' ? it.name : `${relDir}/${it.name}`;
+    const abs = join(absDir, it.name);
+    if (it.dir) {
+      if (ctx.exclude.includes(await realpath(abs).catch(() => abs))) continue;
+      yield* walk(ctx, rel);
+      continue;
+    }
+    let st = it.target;
+    if (st === undefined) {
+      try {
+        st = await stat(abs, { bigint: true });
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT') continue; // vanished between readdir and stat
+        ctx.onWarning(`cannot stat ${abs}: ${(e as Error).message}; kept as it was`);
+        yield { kind: 'keep', rel };
+        continue;
+      }
+      if (!st.isFile()) {
+        ctx.onWarning(`skipped ${abs}: not a regular file`);
+        continue;
+      }
+    }
+    yield { kind: 'file', rel, abs, stat: st };
+  }
+}
+
+/** Result of reading a file for its hashes. */
+export type ReadResult =
+  | { readonly ok: true; readonly hashes: Hashes; readonly length: number; readonly stat: BigIntStats }
+  | { readonly ok: false; readonly reason: 'vanished' | 'unreadable' | 'unstable'; readonly message: string };
+
+/**
+ * Hashes a file (md5 + sha-256 in one read pass with a large buffer), checking it did not change while being
+ * read (size, mtime and inode before and after); retried up to `attempts` times. With `blob`, the bytes are
+ * copied there too (the caller commits or discards it). Memory: `buffer`.
+ */
+export async function readFileStable(
+  abs: string,
+  buffer: Buffer,
+  options: { readonly attempts?: number; readonly blobs?: BlobStore } = {},
+): Promise<ReadResult & { blob?: BlobWriter }> {
+  const attempts = options.attempts ?? 3;
+  let lastMessage = '';
+  for (let attempt = 0; attempt < attempts; attempt++) {
+    let fh: Awaited<ReturnType<typeof open>> | undefined;
+    let blob: BlobWriter | undefined;
+    try {
+      fh = await open(abs, 'r');
+      const before = await fh.stat({ bigint: true });
+      if (!before.isFile()) return { ok: false, reason: 'unreadable', message: `${abs} is not a regular file` };
+      blob = options.blobs?.enabled === true ? await options.blobs.create() : undefined;
+      const h = createMultiHasher(SCAN_ALGORITHMS);
+      for (;;) {
+        const { bytesRead } = await fh.read(buffer, 0, buffer.byteLength, null);
+        if (bytesRead === 0) break;
+        const chunk = buffer.subarray(0, bytesRead);
+        h.update(chunk);
+        if (blob !== undefined) await blob.write(chunk);
+      }
+      const after = await fh.stat({ bigint: true });
+      const now = await stat(abs, { bigint: true }).catch(() => undefined);
+      if (
+        after.size === before.size &&
+        after.mtimeNs === before.mtimeNs &&
+        BigInt(h.length) === after.size &&
+        now !== undefined &&
+        now.ino === after.ino &&
+        now.mtimeNs === after.mtimeNs &&
+        now.size === after.size
+      ) {
+        const out: ReadResult & { blob?: BlobWriter } = { ok: true, hashes: h.digest(), length: h.length, stat: after };
+        if (blob !== undefined) out.blob = blob;
+        return out;
+      }
+      await blob?.discard();
+      lastMessage = `${abs} changed while it was read`;
+    } catch (e) {
+      await blob?.discard();
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return { ok: false, reason: 'vanished', message: `${abs} vanished while it was read` };
+      return { ok: false, reason: 'unreadable', message: `cannot read ${abs}: ${(e as Error).message}` };
+    } finally {
+      await fh?.close().catch(() => undefined);
+    }
+  }
+  return { ok: false, reason: 'unstable', message: `${lastMessage} ${attempts} times; skipped until it settles` };
+}
+
+function sameContent(a: Hashes, b: Hashes): boolean {
+  return a['sha-256'] !== undefined ? a['sha-256'] === b['sha-256'] : a.md5 !== undefined && a.md5 === b.md5;
+}
+
+/**
+ * Scans `relDir` ('' for the whole tree) against the inventory and hands the changes to `record` in key order,
+ * in batches of `batchSize` (each batch is one store transaction). Memory: the batch, the hashing buffers
+ * (`concurrency` × `bufferSize`) and one page of the inventory.
+ */
+export async function scanTree(
+  ctx: ScanContext,
+  record: RecordBatch,
+  options: { readonly relDir?: string; readonly log?: boolean; readonly batchSize?: number } = {},
+): Promise<ScanStats> {
+  const relDir = options.relDir ?? '';
+  const log = options.log ?? true;
+  const batchSize = options.batchSize ?? 2000;
+  const stats: ScanStats = { files: 0, hashed: 0, bytesHashed: 0, created: 0, updated: 0, deleted: 0, skipped: 0 };
+  const prefix = relDir === '' ? '' : `${relDir}/`;
+  const inventory = ctx.store.resources(prefix === '' ? {} : { after: prefix });
+  const nextInv = async (): Promise<ResourceRecord | undefined> => {
+    const r = await inventory.next();
+    if (r.done === true) return undefined;
+    if (prefix !== '' && !r.value.uri.startsWith(prefix)) {
+      await inventory.return(undefined);
+      return undefined;
+    }
+    return r.value;
+  };
+  const concurrency = ctx.concurrency ?? 8;
+  const bufferSize = ctx.bufferSize ?? 1 << 20;
+  const freeBuffers: Buffer[] = [];
+  const changes: ChangeInput[] = [];
+  const silent: ChangeInput[] = [];
+  const flush = async (force: boolean): Promise<void> => {
+    if (changes.length > 0 && (force || changes.length >= batchSize)) await record(changes.splice(0), log);
+    if (silent.length > 0 && (force || silent.length >= batchSize)) await record(silent.splice(0), false);
+  };
+  type Pending = Promise<() => Promise<void>>;
+  const queue: Pending[] = [];
+  const drain = async (limit: number): Promise<void> => {
+    while (queue.length > limit) {
+      const apply = await queue.shift()!;
+      await apply();
+      await flush(false);
+    }
+  };
+  const push = async (p: Pending): Promise<void> => {
+    queue.push(p);
+    await drain(concurrency);
+  };
+  const deleted = (r: ResourceRecord): Pending =>
+    Promise.resolve(async () => {
+      changes.push({ uri: r.uri, change: 'deleted', setName: r.setName });
+      stats.deleted++;
+    });
+  const hashTask = (file: { rel: string; abs: string; stat: BigIntStats }, setName: string, old?: ResourceRecord) =>
+    (async (): Promise<() => Promise<void>> => {
+      const buffer = freeBuffers.pop() ?? Buffer.allocUnsafe(bufferSize);
+      const opts: { blobs?: BlobStore } = {};
+      if (ctx.blobs !== undefined && log) opts.blobs = ctx.blobs;
+      const res = await readFileStable(file.abs, buffer, opts).finally(() => freeBuffers.push(buffer));
+      return async () => {
+        stats.hashed++;
+        if (!res.ok) {
+          ctx.onWarning(res.message);
+          stats.skipped++;
+          // A vanished file is gone: a known one is deleted. Unreadable/unstable ones keep their entry.
+          if (res.reason === 'vanished' && old !== undefined) {
+            changes.push({ uri: old.uri, change: 'deleted', setName: old.setName });
+            stats.deleted++;
+          }
+          return;
+        }
+        stats.bytesHashed += res.length;
+        const input: ChangeInput = {
+          uri: file.rel,
+          change: old === undefined ? 'created' : 'updated',
+          setName,
+          length: res.length,
+          type: mediaTypeOf(file.rel),
+          hashes: res.hashes,
+          lastmodMs: Number(res.stat.mtimeNs / 1_000_000n),
+          fileId: fileIdOf(res.stat),
+        };
+        if (old !== undefined && sameContent(old.hashes, res.hashes) && old.setName === setName) {
+          await res.blob?.discard();
+          silent.push(input); // touched, same bytes: refresh the identity only
+          return;
+        }
+        const sha = res.hashes['sha-256'];
+        if (res.blob !== undefined) {
+          if (sha !== undefined) await res.blob.commit(sha);
+          else await res.blob.discard();
+        }
+        changes.push(input);
+        if (old === undefined) stats.created++;
+        else stats.updated++;
+      };
+    })();
+
+  let cur = await nextInv();
+  try {
+    for await (const item of walk(ctx, relDir)) {
+      while (cur !== undefined && compareKeys(cur.uri, item.rel) < 0) {
+        await push(deleted(cur));
+        cur = await nextInv();
+      }
+      if (item.kind === 'keep') {
+        const keepPrefix = `${item.rel}/`;
+        while (cur !== undefined && (cur.uri === item.rel || cur.uri.startsWith(keepPrefix))) cur = await nextInv();
+        continue;
+      }
+      stats.files++;
+      const setName = ctx.setOf(item.rel);
+      const old = cur !== undefined && cur.uri === item.rel ? cur : undefined;
+      if (old !== undefined) cur = await nextInv();
+      if (setName === undefined) {
+        if (old !== undefined) await push(deleted(old));
+        continue;
+      }
+      if (old !== undefined && old.fileId === fileIdOf(item.stat) && old.setName === setName) continue;
+      await push(hashTask(item, setName, old));
+    }
+    while (cur !== undefined) {
+      await push(deleted(cur));
+      cur = await nextInv();
+    }
+    await drain(0);
+    await flush(true);
+  } finally {
+    await inventory.return(undefined);
+    // Let in-flight reads finish so no file handle outlives the scan.
+    await Promise.allSettled(queue);
+  }
+  return stats;
+}
+
+/**
+ * Re-checks single paths (from a watcher, or before serving a file): a file is compared with its inventory
+ * entry, a directory is scanned as a subtree, a missing path deletes its entry and anything under it.
+ */
+export async function scanPaths(ctx: ScanContext, rels: readonly string[], record: RecordBatch): Promise<ScanStats> {
+  const total: ScanStats = { files: 0, hashed: 0, bytesHashed: 0, created: 0, updated: 0, deleted: 0, skipped: 0 };
+  const add = (stats: ScanStats): void => {
+    for (const k of Object.keys(total) as (keyof ScanStats)[]) total[k] += stats[k];
+  };
+  // Paths are handled in the order given (the order they settled), so the log follows the order of events.
+  const logged: ChangeInput[] = [];
+  const silent: ChangeInput[] = [];
+  const flush = async (): Promise<void> => {
+    if (logged.length > 0) await record(logged.splice(0), true);
+    if (silent.length > 0) await record(silent.splice(0), false);
+  };
+  const collect: RecordBatch = async (changes, log) => {
+    (log ? logged : silent).push(...changes);
+  };
+  for (const rel of new Set(rels)) {
+    const st = await lstat(join(ctx.root, rel)).catch(() => undefined);
+    if (st?.isDirectory() === true) {
+      await flush();
+      add(await scanTree(ctx, record, { relDir: rel }));
+    } else {
+      add(await scanOne(ctx, rel, collect));
+    }
+  }
+  await flush();
+  return total;
+}
+
+/** One path that is not a directory (or is gone): itself, plus any entries under it (a directory that vanished). */
+async function scanOne(ctx: ScanContext, rel: string, record: RecordBatch): Promise<ScanStats> {
+  const stats: ScanStats = { files: 0, hashed: 0, bytesHashed: 0, created: 0, updated: 0, deleted: 0, skipped: 0 };
+  const changes: ChangeInput[] = [];
+  const old = await ctx.store.getResource(rel);
+  // Entries under `rel/` (when a directory was replaced by a file or removed).
+  for await (const r of ctx.store.resources({ after: `${rel}/` })) {
+    if (!r.uri.startsWith(`${rel}/`)) break;
+    changes.push({ uri: r.uri, change: 'deleted', setName: r.setName });
+    stats.deleted++;
+  }
+  const abs = join(ctx.root, rel);
+  const hidden = rel.split('/').some((s) => s.startsWith('.'));
+  let st: BigIntStats | undefined;
+  let excluded = hidden;
+  try {
+    const real = await realpath(abs);
+    if (!isInside(ctx.root, real) || ctx.exclude.some((x) => isInside(x, real))) excluded = true;
+    st = await stat(real, { bigint: true });
+  } catch {
+    st = undefined;
+  }
+  const setName = ctx.setOf(rel);
+  if (st === undefined || !st.isFile() || excluded || setName === undefined) {
+    if (old !== undefined) {
+      changes.push({ uri: rel, change: 'deleted', setName: old.setName });
+      stats.deleted++;
+    }
+  } else if (old === undefined || old.fileId !== fileIdOf(st) || old.setName !== setName) {
+    stats.files++;
+    stats.hashed++;
+    const opts: { blobs?: BlobStore } = {};
+    if (ctx.blobs !== undefined) opts.blobs = ctx.blobs;
+    const res = await readFileStable(
+      abs,
+      Buffer.allocUnsafe(Math.min(ctx.bufferSize ?? 1 << 20, Number(st.size) + 1)),
+      opts,
+    );
+    if (!res.ok) {
+      ctx.onWarning(res.message);
+      stats.skipped++;
+      if (res.reason === 'vanished' && old !== undefined) {
+        changes.push({ uri: rel, change: 'deleted', setName: old.setName });
+        stats.deleted++;
+      }
+    } else {
+      stats.bytesHashed += res.length;
+      const input: ChangeInput = {
+        uri: rel,
+        change: old === undefined ? 'created' : 'updated',
+        setName,
+        length: res.length,
+        type: mediaTypeOf(rel),
+        hashes: res.hashes,
+        lastmodMs: Number(res.stat.mtimeNs / 1_000_000n),
+        fileId: fileIdOf(res.stat),
+      };
+      if (old !== undefined && sameContent(old.hashes, res.hashes) && old.setName === setName) {
+        await res.blob?.discard();
+        await record([input], false);
+      } else {
+        const sha = res.hashes['sha-256'];
+        if (res.blob !== undefined) {
+          if (sha !== undefined) await res.blob.commit(sha);
+          else await res.blob.discard();
+        }
+        changes.push(input);
+        if (old === undefined) stats.created++;
+        else stats.updated++;
+      }
+    }
+  } else {
+    stats.files++;
+  }
+  if (changes.length > 0) await record(changes, true);
+  return stats;
+}

@@ -1,0 +1,610 @@
+/**
+ * The library-level Source: a store, a base URL and a site directory; record changes, get documents.
+ * Applications that are not directories (a repository, a database) use it directly; the directory mode
+ * (`directory.ts`) is built on it.
+ *
+ * Documents are generated from the store into the site directory on demand and cached: a group of documents
+ * (e.g. a set's Resource List and its parts) is regenerated only when the set's version in the store moved
+ * since it was built, never per request. Files are replaced atomically; dump packages get new names per
+ * generation, so a package a client saw listed stays what the listing said.
+ *
+ * @module
+ */
+import { readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ChangeType } from '../core/constants.js';
+import { XML_MEDIA_TYPE, ZIP_MEDIA_TYPE } from '../core/constants.js';
+import { datetimeMs, formatDatetime } from '../core/datetime.js';
+import { ResourceSyncError } from '../core/errors.js';
+import { formatHashes, type Hashes } from '../core/hash.js';
+import { createMultiHasher } from '../io/hashing.js';
+import type { BlobStore } from './blobs.js';
+import {
+  type GenerationContext,
+  removeFiles,
+  type SetInfo,
+  writeCapabilityList,
+  writeChangeLists,
+  writeResourceList,
+  writeSourceDescription,
+} from './documents.js';
+import {
+  type ContentProvider,
+  type DumpPackage,
+  type DumpLimits,
+  fileContent,
+  StaleContentError,
+  writeChangeDump,
+  writeResourceDump,
+} from './dumps.js';
+import { type GroupKind, SiteLayout } from './layout.js';
+import { parseBaseUrl, resourceUrl } from './paths.js';
+import type { ChangeInput, ChangeRecord, ResourceRecord, RotationPolicy, SourceStore, StoreSnapshot } from './store.js';
+
+/** A file the server can send as is. */
+export interface SiteFile {
+  /** Absolute path on disk (a generated, complete, never-rewritten-in-place file, or a collection file). */
+  readonly path: string;
+  readonly contentType: string;
+  readonly length: number;
+  /** Strong ETag, quoted, from the stored hash or the file's identity (never computed per request). */
+  readonly etag: string;
+  readonly lastModified: Date;
+}
+
+/** A change as reported to listeners. `uri` is the resource's absolute URL. */
+export interface RecordedChange {
+  readonly seq: number;
+  readonly uri: string;
+  readonly change: ChangeType;
+  readonly datetime: string;
+  readonly setName: string;
+  readonly length?: number;
+  readonly hash?: string;
+  readonly type?: string;
+}
+
+/** Limits of generated documents and dumps, and Change List rotation. */
+export interface SourceLimits {
+  /** Entries per document before an Index is used (default 50,000, §4.2). */
+  readonly maxEntriesPerDocument?: number;
+  /** Bytes per document: documents are split by entry count only; kept for the contract (default 50 MB). */
+  readonly maxBytesPerDocument?: number;
+  /** Bytes of bitstreams per dump package (default 256 MiB). */
+  readonly dumpMaxBytes?: number;
+  /** Bitstreams per dump package (default: maxEntriesPerDocument). */
+  readonly dumpMaxFiles?: number;
+  /** Changes per Change List before a new one is opened (default: maxEntriesPerDocument). */
+  readonly changeListMaxEntries?: number;
+  /** Open a new Change List when a change arrives this long after the current one's `from` (default: never). */
+  readonly changeListPeriodMs?: number;
+}
+
+/** A set of resources: one Capability List. */
+export interface SetDefinition {
+  readonly name: string;
+  readonly describedBy?: string;
+}
+
+/** Options of {@link Source.open}. */
+export interface SourceOptions {
+  readonly store: SourceStore;
+  /** Absolute http(s) base URL; relative resource keys are resolved under it. */
+  readonly baseUrl: string | URL;
+  /** Where generated documents and dumps are written (a cache for a server, the output of `publish`). */
+  readonly siteDir: string;
+  /** Content-addressed copies of bitstream versions for Change Dumps (default: none kept). */
+  readonly blobs?: BlobStore;
+  /** Sets known up front (sets met in the store are added). */
+  readonly sets?: readonly SetDefinition[];
+  /** `describedby` link of the Source Description. */
+  readonly describedBy?: string;
+  readonly limits?: SourceLimits;
+  /** Bytes of the current version of a resource (Resource Dumps); default: the blob copy by sha-256. */
+  readonly currentContent?: (r: ResourceRecord) => Promise<import('./dumps.js').Content | 'stale' | undefined>;
+  /** Called when a dump found stale content: bring the store up to date (e.g. rescan), then it is retried. */
+  readonly refresh?: (uris: readonly string[]) => Promise<void>;
+  readonly onWarning?: (message: string) => void;
+  /** fsync generated files (default true). */
+  readonly fsync?: boolean;
+}
+
+/** A change to record through the library API. */
+export interface SourceChange {
+  /** Path relative to the base URL (unencoded) or absolute http(s) URI. */
+  readonly uri: string;
+  readonly change: ChangeType;
+  /** Set (default: the first configured set, or 'default'). */
+  readonly setName?: string;
+  readonly length?: number;
+  readonly hashes?: Hashes;
+  readonly type?: string;
+  /** Last modification: W3C Datetime text, epoch ms or Date (default: the change's datetime). */
+  readonly lastmod?: string | number | Date;
+  /** Bytes of the new version; kept for Change Dumps and checked against `hashes`/`length` when given. */
+  readonly content?: () => AsyncIterable<Uint8Array>;
+}
+
+/** What `publish` or a full generation wrote. */
+export interface GenerationReport {
+  readonly files: number;
+  readonly sets: readonly string[];
+}
+
+/** Limits in force, defaults applied. */
+export type EffectiveLimits = Readonly<Required<Omit<SourceLimits, 'changeListPeriodMs'>>> & {
+  readonly changeListPeriodMs?: number;
+};
+
+const GROUPS: readonly GroupKind[] = ['capabilitylist', 'resourcelist', 'changelist', 'resourcedump', 'changedump'];
+
+interface GroupState {
+  /** Version of the set the files were built from. */
+  version: string;
+  files: string[];
+  /** Files of the previous generation, removed at the next one (dump packages stay readable meanwhile). */
+  previous: string[];
+}
+
+/**
+ * A ResourceSync Source over a store.
+ *
+ * @example
+ * ```ts
+ * const store = await openSqliteStore({ path: 'state/source.db' });
+ * const source = await Source.open({ store, baseUrl: 'https://repo.example.org/', siteDir: 'state/site' });
+ * await source.recordChanges([{ uri: 'items/1/bitstream.pdf', change: 'created', length: 1234,
+ *   hashes: { md5: '...' }, type: 'application/pdf', lastmod: '2024-01-01T00:00:00Z' }]);
+ * const file = await source.document('/resourcesync/default/changelist.xml'); // { path, contentType, ... }
+ * ```
+ */
+export class Source {
+  readonly store: SourceStore;
+  readonly layout: SiteLayout;
+  readonly baseUrl: URL;
+  readonly sourceDescriptionUrl: string;
+  readonly #options: SourceOptions;
+  readonly #limits: EffectiveLimits;
+  readonly #listeners = new Set<(changes: readonly RecordedChange[]) => void>();
+  readonly #inflight = new Map<string, Promise<void>>();
+  readonly #groups = new Map<string, GroupState>();
+  readonly #sets = new Map<string, SetDefinition>();
+  #closed = false;
+
+  private constructor(options: SourceOptions) {
+    this.#options = options;
+    this.store = options.store;
+    this.baseUrl = parseBaseUrl(typeof options.baseUrl === 'string' ? options.baseUrl : options.baseUrl.href);
+    this.layout = new SiteLayout(this.baseUrl, options.siteDir);
+    this.sourceDescriptionUrl = this.layout.sourceDescriptionUrl;
+    const l = options.limits ?? {};
+    const maxEntries = l.maxEntriesPerDocument ?? 50_000;
+    if (!Number.isInteger(maxEntries) || maxEntries < 1 || maxEntries > 50_000)
+      throw new ResourceSyncError('RS_CONFIG', `maxEntriesPerDocument must be 1..50000, not ${maxEntries}`);
+    this.#limits = {
+      maxEntriesPerDocument: maxEntries,
+      maxBytesPerDocument: l.maxBytesPerDocument ?? 52_428_800,
+      dumpMaxBytes: l.dumpMaxBytes ?? 256 << 20,
+      dumpMaxFiles: Math.min(l.dumpMaxFiles ?? maxEntries, maxEntries),
+      changeListMaxEntries: Math.min(l.changeListMaxEntries ?? maxEntries, maxEntries),
+      ...(l.changeListPeriodMs === undefined ? {} : { changeListPeriodMs: l.changeListPeriodMs }),
+    };
+    for (const s of options.sets ?? []) this.#sets.set(s.name, s);
+  }
+
+  /** Opens a Source; the store must be open. @throws ResourceSyncError `RS_CONFIG` for a bad base URL or limit. */
+  static async open(options: SourceOptions): Promise<Source> {
+    const source = new Source(options);
+    for (const name of await options.store.setNames()) if (!source.#sets.has(name)) source.#sets.set(name, { name });
+    const saved = await options.store.getMeta(source.#metaKey());
+    if (saved !== undefined) {
+      try {
+        const parsed = JSON.parse(saved) as Record<string, GroupState>;
+        for (const [k, v] of Object.entries(parsed)) source.#groups.set(k, v);
+      } catch {
+        // A cache record that does not parse: everything is regenerated.
+      }
+    }
+    return source;
+  }
+
+  #metaKey(): string {
+    return `documents:${this.layout.siteDir}`;
+  }
+
+  /** The Change List rotation policy in force. */
+  get rotation(): RotationPolicy {
+    const p: { maxEntries: number; periodMs?: number } = { maxEntries: this.#limits.changeListMaxEntries };
+    if (this.#limits.changeListPeriodMs !== undefined) p.periodMs = this.#limits.changeListPeriodMs;
+    return p;
+  }
+
+  get limits(): EffectiveLimits {
+    return this.#limits;
+  }
+
+  /** Names of the sets, sorted. */
+  setNames(): string[] {
+    return [...this.#sets.keys()].sort();
+  }
+
+  /** Capability List URL of a set. */
+  capabilityListUrl(setName: string): string {
+    return this.layout.capabilityListUrl(setName);
+  }
+
+  /** Listen to recorded changes. Returns an unsubscribe function. */
+  onChange(listener: (changes: readonly RecordedChange[]) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  #defaultSet(): string {
+    return this.#options.sets?.[0]?.name ?? 'default';
+  }
+
+  /**
+   * Records changes (one store transaction). Content given for created/updated changes is hashed and kept
+   * (blob store) for Change Dumps; given hashes and length are checked against it.
+   * @throws ResourceSyncError `RS_HASH_MISMATCH` / `RS_LENGTH_MISMATCH` (nothing recorded), `RS_STORE`.
+   */
+  async recordChanges(changes: readonly SourceChange[]): Promise<RecordedChange[]> {
+    const inputs: ChangeInput[] = [];
+    for (const c of changes) {
+      let hashes = c.hashes;
+      let length = c.length;
+      if (c.content !== undefined && c.change !== 'deleted') {
+        const got = await this.#keepContent(c.uri, c.content);
+        if (length !== undefined && length !== got.length)
+          throw new ResourceSyncError(
+            'RS_LENGTH_MISMATCH',
+            `${c.uri}: length ${length} given, content has ${got.length}`,
+          );
+        for (const alg of ['md5', 'sha-256'] as const) {
+          const want = hashes?.[alg];
+          if (want !== undefined && want.toLowerCase() !== got.hashes[alg])
+            throw new ResourceSyncError('RS_HASH_MISMATCH', `${c.uri}: ${alg} given does not match the content`);
+        }
+        hashes = { ...got.hashes, ...(hashes ?? {}) };
+        length = got.length;
+      }
+      const input: { -readonly [K in keyof ChangeInput]: ChangeInput[K] } = {
+        uri: c.uri,
+        change: c.change,
+        setName: c.setName ?? this.#defaultSet(),
+      };
+      if (length !== undefined) input.length = length;
+      if (hashes !== undefined) input.hashes = hashes;
+      if (c.type !== undefined) input.type = c.type;
+      if (c.lastmod !== undefined)
+        input.lastmodMs =
+          typeof c.lastmod === 'string'
+            ? datetimeMs(c.lastmod)
+            : typeof c.lastmod === 'number'
+              ? c.lastmod
+              : c.lastmod.getTime();
+      inputs.push(input);
+    }
+    return this.record(inputs, true);
+  }
+
+  async #keepContent(
+    uri: string,
+    content: () => AsyncIterable<Uint8Array>,
+  ): Promise<{ hashes: Hashes; length: number }> {
+    const blobs = this.#options.blobs;
+    const h = createMultiHasher(['md5', 'sha-256']);
+    const w = blobs?.enabled === true ? await blobs.create() : undefined;
+    try {
+      for await (const chunk of content()) {
+        h.update(chunk);
+        await w?.write(chunk);
+      }
+    } catch (e) {
+      await w?.discard();
+      throw new ResourceSyncError('RS_IO', `cannot read the content of ${uri}: ${(e as Error).message}`, { cause: e });
+    }
+    const hashes = h.digest();
+    if (w !== undefined) await w.commit(hashes['sha-256']!);
+    return { hashes, length: h.length };
+  }
+
+  /**
+   * Records store-level changes (`log: false`: inventory only, e.g. a baseline) and tells listeners.
+   * Used by the directory mode.
+   */
+  async record(inputs: readonly ChangeInput[], log: boolean): Promise<RecordedChange[]> {
+    if (this.#closed) throw new ResourceSyncError('RS_STORE', 'the Source is closed');
+    const recorded = await this.store.recordChanges(inputs, { log, rotation: this.rotation });
+    for (const i of inputs) if (!this.#sets.has(i.setName)) this.#sets.set(i.setName, { name: i.setName });
+    const out = recorded.map((c) => this.#toRecorded(c));
+    if (out.length > 0)
+      for (const l of this.#listeners) {
+        try {
+          l(out);
+        } catch (e) {
+          this.#warn(`a change listener failed: ${(e as Error).message}`);
+        }
+      }
+    return out;
+  }
+
+  #toRecorded(c: ChangeRecord): RecordedChange {
+    const r: { -readonly [K in keyof RecordedChange]: RecordedChange[K] } = {
+      seq: c.seq,
+      uri: resourceUrl(this.baseUrl, c.uri),
+      change: c.change,
+      datetime: formatDatetime(c.datetimeMs),
+      setName: c.setName,
+    };
+    if (c.length !== undefined) r.length = c.length;
+    const hash = formatHashes(c.hashes);
+    if (hash !== '') r.hash = hash;
+    if (c.type !== undefined) r.type = c.type;
+    return r;
+  }
+
+  #warn(message: string): void {
+    this.#options.onWarning?.(message);
+  }
+
+  #ctx(): GenerationContext {
+    const ctx: { -readonly [K in keyof GenerationContext]: GenerationContext[K] } = {
+      layout: this.layout,
+      limits: { maxEntriesPerDocument: this.#limits.maxEntriesPerDocument },
+    };
+    if (this.#options.fsync !== undefined) ctx.fsync = this.#options.fsync;
+    return ctx;
+  }
+
+  #dumpLimits(): DumpLimits {
+    return { maxBytes: this.#limits.dumpMaxBytes, maxFiles: this.#limits.dumpMaxFiles };
+  }
+
+  #contentProvider(): ContentProvider {
+    const blobs = this.#options.blobs;
+    const fromBlob = async (sha: string | undefined, length: number | undefined) => {
+      const p = sha === undefined ? undefined : blobs?.path(sha);
+      if (p === undefined || length === undefined) return undefined;
+      const c = await fileContent(p, { length });
+      return c === 'stale' ? undefined : c;
+    };
+    const current = this.#options.currentContent;
+    return {
+      current: async (r) => (current !== undefined ? current(r) : fromBlob(r.hashes['sha-256'], r.length)),
+      hasVersion: async (c) => {
+        const sha = c.hashes['sha-256'];
+        if (sha !== undefined && blobs?.path(sha) !== undefined) return true;
+        if (current === undefined) return false;
+        const r = await this.store.getResource(c.uri);
+        return r !== undefined && sha !== undefined && r.hashes['sha-256'] === sha;
+      },
+      version: async (c) => {
+        const sha = c.hashes['sha-256'];
+        const b = await fromBlob(sha, c.length);
+        if (b !== undefined || current === undefined) return b;
+        const r = await this.store.getResource(c.uri);
+        if (r === undefined || sha === undefined || r.hashes['sha-256'] !== sha) return undefined;
+        const k = await current(r);
+        return k === 'stale' ? undefined : k;
+      },
+    };
+  }
+
+  /** Version key of a set: its change-log position plus every inventory write (cheap to read). */
+  async #setVersion(snapOrStore: { head: { version: number } } | undefined): Promise<string> {
+    const head = snapOrStore?.head ?? (await this.store.head());
+    return String(head.version);
+  }
+
+  /**
+   * Brings a group of documents up to date (regenerating it when the store moved since it was built) and
+   * returns when its files are complete. Concurrent callers share one generation.
+   */
+  async ensure(group: GroupKind, setName?: string): Promise<void> {
+    const key = setName === undefined ? group : `${group}:${setName}`;
+    const running = this.#inflight.get(key);
+    if (running !== undefined) return running;
+    const p = this.#ensure(key, group, setName).finally(() => this.#inflight.delete(key));
+    this.#inflight.set(key, p);
+    return p;
+  }
+
+  async #ensure(key: string, group: GroupKind, setName: string | undefined): Promise<void> {
+    const state = this.#groups.get(key);
+    let version: string;
+    if (group === 'description') version = JSON.stringify(this.#setInfos().map((s) => [s.name, s.describedBy ?? '']));
+    else if (group === 'capabilitylist') version = JSON.stringify(this.#setInfo(setName!));
+    else version = await this.#setVersion(undefined);
+    if (state !== undefined && state.version === version && (await filesExist(state.files))) return;
+    await this.#generate(key, group, setName, state);
+  }
+
+  #setInfos(): SetInfo[] {
+    return this.setNames().map((n) => this.#setInfo(n));
+  }
+
+  #setInfo(name: string): SetInfo {
+    const d = this.#sets.get(name);
+    return d?.describedBy === undefined ? { name } : { name, describedBy: d.describedBy };
+  }
+
+  async #generate(
+    key: string,
+    group: GroupKind,
+    setName: string | undefined,
+    state: GroupState | undefined,
+  ): Promise<void> {
+    const ctx = this.#ctx();
+    let files: string[] = [];
+    let version: string;
+    let extra: Record<string, unknown> | undefined;
+    if (group === 'description') {
+      version = JSON.stringify(this.#setInfos().map((s) => [s.name, s.describedBy ?? '']));
+      files = await writeSourceDescription(ctx, this.#setInfos(), this.#options.describedBy);
+    } else if (group === 'capabilitylist') {
+      version = JSON.stringify(this.#setInfo(setName!));
+      files = await writeCapabilityList(ctx, this.#setInfo(setName!));
+    } else {
+      const name = setName!;
+      let attempt = 0;
+      for (;;) {
+        const snap = await this.store.snapshot();
+        try {
+          version = await this.#setVersion(snap);
+          if (group === 'resourcelist') files = await writeResourceList(ctx, snap, name);
+          else if (group === 'changelist') {
+            const closed = new Set<number>(
+              ((state as { closed?: number[] } | undefined)?.closed ?? []).filter((n) =>
+                state?.files.includes(this.layout.path(name, `changelist-${String(n).padStart(4, '0')}.xml`)),
+              ),
+            );
+            const r = await writeChangeLists(ctx, snap, name, closed);
+            // Closed lists written earlier stay listed as files of the group.
+            files = [
+              ...new Set([
+                ...r.files,
+                ...r.closed.map((n) => this.layout.path(name, `changelist-${String(n).padStart(4, '0')}.xml`)),
+              ]),
+            ];
+            extra = { closed: r.closed };
+          } else if (group === 'resourcedump') {
+            files = (await writeResourceDump(ctx, snap, name, this.#contentProvider(), this.#dumpLimits())).files;
+          } else {
+            const known = new Map<number, DumpPackage[]>(
+              Object.entries(
+                (state as { closedDumps?: Record<string, DumpPackage[]> } | undefined)?.closedDumps ?? {},
+              ).map(([k, v]) => [Number(k), v]),
+            );
+            for (const [n, pkgs] of known)
+              if (!(await filesExist(pkgs.map((p) => this.layout.path(name, p.file))))) known.delete(n);
+            let missing = 0;
+            const r = await writeChangeDump(ctx, snap, name, this.#contentProvider(), this.#dumpLimits(), known, () => {
+              missing++;
+            });
+            if (missing > 0)
+              this.#warn(
+                `change dump of set ${name}: ${missing} version(s) were not kept and are left out of the packages`,
+              );
+            const kept = [...r.closed.values()]
+              .flat()
+              .flatMap((p) => [this.layout.path(name, p.file), this.layout.path(name, p.manifestFile)]);
+            files = [...new Set([...r.files, ...kept])];
+            extra = { closedDumps: Object.fromEntries(r.closed) };
+          }
+          break;
+        } catch (e) {
+          if (e instanceof StaleContentError && attempt < 3 && this.#options.refresh !== undefined) {
+            attempt++;
+            await snap.close();
+            await this.#options.refresh([e.uri]);
+            continue;
+          }
+          throw e;
+        } finally {
+          await snap.close();
+        }
+      }
+    }
+    // Files of the generation before the previous one, not reused, are removed now.
+    const keep = new Set(files);
+    const stale = (state?.previous ?? []).filter((f) => !keep.has(f) && !(state?.files ?? []).includes(f));
+    const previous = (state?.files ?? []).filter((f) => !keep.has(f));
+    const dumps = group === 'resourcedump' || group === 'changedump';
+    if (!dumps) await removeFiles(previous);
+    await removeFiles(stale);
+    const next: GroupState & Record<string, unknown> = {
+      version,
+      files,
+      previous: dumps ? previous : [],
+      ...(extra ?? {}),
+    };
+    this.#groups.set(key, next);
+    await this.store.setMeta(this.#metaKey(), JSON.stringify(Object.fromEntries(this.#groups)));
+  }
+
+  /**
+   * A generated document, dump package or manifest copy for a request pathname (raw, percent-encoded, without
+   * query); generated or refreshed first when the store moved. Dump packages and manifests are served as they
+   * are (they never change once written). undefined when there is none.
+   */
+  async document(pathname: string): Promise<SiteFile | undefined> {
+    const target = this.layout.resolve(pathname);
+    if (target === undefined) return undefined;
+    if (target.setName !== undefined && !this.#sets.has(target.setName)) return undefined;
+    const isPackage = target.file.endsWith('.zip') || target.file.endsWith('-manifest.xml');
+    if (!isPackage) await this.ensure(target.group, target.setName);
+    else {
+      const state = this.#groups.get(`${target.group}:${target.setName}`);
+      const listed = state !== undefined && (state.files.includes(target.path) || state.previous.includes(target.path));
+      if (!listed) return undefined;
+    }
+    return siteFile(target.path, target.file.endsWith('.zip') ? ZIP_MEDIA_TYPE : XML_MEDIA_TYPE);
+  }
+
+  /** Body of /robots.txt: a `Sitemap:` line per set's Resource List (or Index). */
+  async robotsTxt(): Promise<string> {
+    const lines = this.setNames().map((s) => `Sitemap: ${this.layout.url(s, 'resourcelist.xml')}`);
+    return `User-agent: *\nAllow: /\n${lines.join('\n')}\n`;
+  }
+
+  /**
+   * Generates every document and dump (for `publish`), then removes files of earlier generations that no
+   * document lists any more.
+   */
+  async generateAll(options: { readonly dumps?: boolean } = {}): Promise<GenerationReport> {
+    const dumps = options.dumps ?? true;
+    for (const s of this.setNames())
+      for (const g of GROUPS) {
+        if (!dumps && (g === 'resourcedump' || g === 'changedump')) continue;
+        await this.ensure(g, s);
+      }
+    await this.ensure('description');
+    let files = 0;
+    for (const st of this.#groups.values()) files += st.files.length;
+    return { files, sets: this.setNames() };
+  }
+
+  /** Every file a current document refers to, relative to the site directory (for publish listings). */
+  listedFiles(): string[] {
+    return [...this.#groups.values()].flatMap((g) => g.files);
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.allSettled(this.#inflight.values());
+  }
+}
+
+async function filesExist(paths: readonly string[]): Promise<boolean> {
+  for (const p of paths) if ((await stat(p).catch(() => undefined)) === undefined) return false;
+  return true;
+}
+
+/** A {@link SiteFile} for a generated file (ETag from its identity: inode, size, mtime; never rewritten in place). */
+export async function siteFile(path: string, contentType: string): Promise<SiteFile | undefined> {
+  const st = await stat(path, { bigint: true }).catch(() => undefined);
+  if (st === undefined || !st.isFile()) return undefined;
+  return {
+    path,
+    contentType,
+    length: Number(st.size),
+    etag: `"${st.ino.toString(36)}-${st.size.toString(36)}-${st.mtimeNs.toString(36)}"`,
+    lastModified: new Date(Number(st.mtimeNs / 1_000_000n)),
+  };
+}
+
+/** Lists a directory's files recursively (relative paths); for publish's stale-file cleanup. */
+export async function listFiles(dir: string, rel = ''): Promise<string[]> {
+  const out: string[] = [];
+  const entries = await readdir(join(dir, rel), { withFileTypes: true }).catch(() => []);
+  for (const e of entries) {
+    const r = rel === '' ? e.name : `${rel}/${e.name}`;
+    if (e.isDirectory()) out.push(...(await listFiles(dir, r)));
+    else out.push(r);
+  }
+  return out;
+}
+
+export type { StoreSnapshot };
