@@ -156,6 +156,12 @@ export const RULES = [
   rule('rel-unregistered', 'warning', '§7', 'a rel that is neither an IANA-registered relation type nor a URI'),
   rule('pri-invalid', 'error', '§7', 'pri is not an integer between 1 and 999,999'),
   rule('patch-type-missing', 'error', '§14.4', 'a patch link without type (mandatory)'),
+  rule(
+    'patch-not-applicable',
+    'warning',
+    '§14.4',
+    'a patch link outside a Change List or Change Dump Manifest (only applicable there)',
+  ),
   rule('patch-path-missing', 'error', '§14.4', 'a patch link in a Change Dump Manifest without path (mandatory)'),
   rule(
     'timegate-attributes',

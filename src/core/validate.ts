@@ -796,7 +796,14 @@ class Validator implements DocumentValidator {
 
     // links that depend on the document kind (§14.4)
     for (const link of e.links) {
-      if (link.rel === RELATIONS.patch && p.path === 'unless-deleted' && link.path === undefined)
+      if (link.rel !== RELATIONS.patch) continue;
+      if (!p.changes || p.capability === 'framework')
+        this.add(
+          'patch-not-applicable',
+          `patch links only apply to Change Lists and Change Dumps, not to a ${p.name}`,
+          at('rs:ln', 'rel'),
+        );
+      else if (p.path === 'unless-deleted' && link.path === undefined)
         this.add('patch-path-missing', 'a patch link in a Change Dump Manifest must have a path', at('rs:ln', 'path'));
     }
   }

@@ -258,6 +258,20 @@ const CASES: Record<string, Case> = {
         ]),
       ]),
   },
+  'patch-not-applicable': {
+    bad: () =>
+      resourceList([
+        res(1, undefined, [
+          { rel: 'http://www.openarchives.org/rs/terms/patch', href: 'http://e.com/p', type: 'text/x-diff' },
+        ]),
+      ]),
+    good: () =>
+      changeList([
+        res(1, { change: 'updated' }, [
+          { rel: 'http://www.openarchives.org/rs/terms/patch', href: 'http://e.com/p', type: 'text/x-diff' },
+        ]),
+      ]),
+  },
   'patch-path-missing': {
     bad: () =>
       changeDumpManifest([
