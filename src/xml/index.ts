@@ -15,3 +15,4 @@ export {
   readDocument,
 } from './reader.js';
 export { serializeDocument, type WriteOptions, writeDocument, writeDocumentFile } from './writer.js';
+export { type SplitDocument, type SplitOptions, type SplitResult, writeSplitDocuments } from './split.js';

@@ -623,7 +623,7 @@ export class DocumentParser {
       let nextLt = this.nextLt;
       if (nextLt === -2) this.nextLt = nextLt = s.indexOf('<', lt + 1);
       if (v1 < 0) {
-        if (nextLt >= 0) this.syntax(`value of attribute ${aname} is not closed`, v0 - 1);
+        if (nextLt >= 0) this.syntax(`'<' is not allowed in an attribute value (attribute ${aname})`, nextLt);
         return this.more(lt, 'a start tag');
       }
       if (nextLt >= 0 && nextLt < v1)
