@@ -8,7 +8,7 @@
  * Each local name is the URI's text of that segment with these rules, all reversible:
  * - `%XX` sequences that encode a space or a printable non-ASCII character (UTF-8, upper-case hex, as WHATWG
  *   URL serializes them) are decoded, so names are readable (`caf%C3%A9` -> `café`);
- * - every other character is kept, except `%` `/` `\` `:` `*` `?` `"` `<` `>` `|` and controls, which are
+ * - every other character is kept, except `%` `/` `\` `:` `*` `?` `#` `"` `<` `>` `|` and controls, which are
  *   written `%XX` (so a literal `%7E` in a URI is `%257E` on disk, and `?query` becomes `%3Fquery`);
  * - an empty segment (trailing slash) is the file `index`; a real segment `index` is written `%69ndex`;
  *   likewise `.`/`..`, `.resourcesync` (the state directory), Windows device names, names starting with `.`
@@ -62,7 +62,7 @@ export interface PathMapperOptions {
   readonly foldCase?: boolean;
 }
 
-const LOCAL_ESCAPE = new Set([...'%/\\:*?"<>|']);
+const LOCAL_ESCAPE = new Set([...'%/\\:*?#"<>|']);
 const WINDOWS_DEVICES = new Set(['con', 'prn', 'aux', 'nul', 'conin$', 'conout$']);
 for (let i = 1; i <= 9; i++) {
   WINDOWS_DEVICES.add(`com${i}`);
@@ -369,7 +369,7 @@ export function createPathMapper(options: PathMapperOptions): PathMapper {
       let origin = source.origin;
       if (layout === 'host-path') {
         const first = parts.shift();
-        if (first === undefined) return undefined;
+        if (first === undefined || first === STATE_DIR_NAME) return undefined;
         const o = parseHostDir(first);
         if (o === undefined) return undefined;
         origin = o;
@@ -380,7 +380,8 @@ export function createPathMapper(options: PathMapperOptions): PathMapper {
         const t = decodeSegment(parts[i] as string);
         if (t === undefined) return undefined;
         // A query or fragment may only be in the last segment.
-        if (i < parts.length - 1 && /[?#]/.test(t)) return undefined;
+        if (i < parts.length - 1 && /[?#/]/.test(t)) return undefined;
+        if (i === parts.length - 1 && (/^[^?#]*/.exec(t)?.[0] ?? '').includes('/')) return undefined;
         texts.push(t);
       }
       try {

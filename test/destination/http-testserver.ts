@@ -13,7 +13,7 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export type Handler = (req: IncomingMessage, res: ServerResponse, n: number) => void | Promise<void>;
+export type Handler = (req: IncomingMessage, res: ServerResponse, n: number) => unknown;
 
 /** Starts a server calling `handler` with the request, the response and the 1-based request count. */
 export async function startServer(handler: Handler): Promise<TestServer> {

@@ -1,0 +1,219 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { isResourceSyncError } from '../../src/core/errors.js';
+import type { Entry } from '../../src/core/model.js';
+import { HttpClient } from '../../src/destination/http.js';
+import {
+  downloadAndInstall,
+  installFromStream,
+  isInstallTempName,
+  mirrorsOf,
+  syncInstalledDirectories,
+} from '../../src/destination/install.js';
+import { startServer, type TestServer } from './http-testserver.js';
+
+const dirs: string[] = [];
+const servers: TestServer[] = [];
+const client = new HttpClient({ retryBaseDelayMs: 1, bodyIdleTimeoutMs: 300 });
+after(async () => {
+  await client.destroy();
+  for (const s of servers) await s.close();
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+async function tempDir(): Promise<string> {
+  const d = await mkdtemp(join(tmpdir(), 'rs-install-'));
+  dirs.push(d);
+  return d;
+}
+const md5 = (s: string | Buffer): string => createHash('md5').update(s).digest('hex');
+const sha256 = (s: string | Buffer): string => createHash('sha256').update(s).digest('hex');
+
+async function* chunks(...parts: string[]): AsyncGenerator<Uint8Array> {
+  for (const p of parts) yield Buffer.from(p);
+}
+
+async function onlyFiles(dir: string): Promise<string[]> {
+  return (await readdir(dir)).sort();
+}
+
+describe('installFromStream', () => {
+  it('installs verified content atomically and returns md5 + sha-256', async () => {
+    const dir = await tempDir();
+    const target = join(dir, 'h', 'a.txt');
+    const r = await installFromStream(
+      chunks('hello ', 'world'),
+      target,
+      {
+        length: 11,
+        hashes: { md5: md5('hello world'), 'sha-256': sha256('hello world') },
+      },
+      { root: dir },
+    );
+    assert.equal(await readFile(target, 'utf8'), 'hello world');
+    assert.deepEqual(r, { length: 11, hashes: { md5: md5('hello world'), 'sha-256': sha256('hello world') } });
+    assert.ok((await syncInstalledDirectories()) >= 1);
+  });
+
+  it('leaves the old file untouched and no temporary file on a hash mismatch', async () => {
+    const dir = await tempDir();
+    const target = join(dir, 'a.txt');
+    await writeFile(target, 'old content');
+    await assert.rejects(
+      installFromStream(
+        chunks('new content'),
+        target,
+        { hashes: { md5: md5('something else') } },
+        { url: 'http://h/a.txt' },
+      ),
+      (e: unknown) => isResourceSyncError(e, 'RS_HASH_MISMATCH') && e.url === 'http://h/a.txt',
+    );
+    assert.equal(await readFile(target, 'utf8'), 'old content');
+    assert.deepEqual(await onlyFiles(dir), ['a.txt']);
+  });
+
+  it('checks sha-1 when declared, and the length (too long and too short)', async () => {
+    const dir = await tempDir();
+    const target = join(dir, 'b');
+    await assert.rejects(
+      installFromStream(chunks('abc'), target, { hashes: { 'sha-1': '0'.repeat(40) } }),
+      (e: unknown) => isResourceSyncError(e, 'RS_HASH_MISMATCH'),
+    );
+    await assert.rejects(installFromStream(chunks('abcdef'), target, { length: 3 }), (e: unknown) =>
+      isResourceSyncError(e, 'RS_LENGTH_MISMATCH'),
+    );
+    await assert.rejects(installFromStream(chunks('ab'), target, { length: 3 }), (e: unknown) =>
+      isResourceSyncError(e, 'RS_LENGTH_MISMATCH'),
+    );
+    assert.deepEqual(await onlyFiles(dir), []);
+  });
+
+  it('removes the temporary file when the source fails midway', async () => {
+    const dir = await tempDir();
+    async function* failing(): AsyncGenerator<Uint8Array> {
+      yield Buffer.from('part');
+      throw new Error('network gone');
+    }
+    await assert.rejects(installFromStream(failing(), join(dir, 'c'), {}));
+    assert.deepEqual(await onlyFiles(dir), []);
+  });
+
+  it('refuses to write through a symlinked directory under the root', async () => {
+    const base = await tempDir();
+    const root = join(base, 'root');
+    await mkdir(join(base, 'outside'), { recursive: true });
+    await mkdir(root);
+    await symlink(join(base, 'outside'), join(root, 'h'));
+    await assert.rejects(installFromStream(chunks('x'), join(root, 'h', 'evil'), {}, { root }), (e: unknown) =>
+      isResourceSyncError(e, 'RS_UNSAFE_PATH'),
+    );
+    assert.deepEqual(await readdir(join(base, 'outside')), []);
+  });
+
+  it('names temporary files so audits can skip them', () => {
+    assert.ok(isInstallTempName('.a.txt.0123456789ab.tmp'));
+    assert.ok(!isInstallTempName('a.txt'));
+  });
+});
+
+describe('downloadAndInstall', () => {
+  it('downloads, verifies and installs; a reset mid-body is retried as a whole', async () => {
+    const body = Buffer.alloc(200_000, 120);
+    const s = await startServer((req, res, n) => {
+      res.setHeader('content-length', String(body.length));
+      if (n === 1) {
+        res.write(body.subarray(0, 1000));
+        setTimeout(() => req.socket.destroy(), 10);
+      } else res.end(body);
+    });
+    servers.push(s);
+    const dir = await tempDir();
+    const r = await downloadAndInstall(client, `${s.url}/big`, join(dir, 'big'), {
+      length: body.length,
+      hashes: { 'sha-256': sha256(body) },
+    });
+    assert.equal(r.length, body.length);
+    assert.equal(r.url, `${s.url}/big`);
+    assert.equal(r.hashes.md5, md5(body));
+    assert.equal((await readFile(join(dir, 'big'))).length, body.length);
+    assert.equal(s.log.length, 2);
+  });
+
+  it('tries mirrors first, skips one with a bad hash, and falls back to the loc', async () => {
+    const good = 'the real content';
+    const s = await startServer((req, res) => {
+      if (req.url === '/mirror-bad') res.end('corrupted copy');
+      else if (req.url === '/mirror-down') {
+        res.statusCode = 404;
+        res.end();
+      } else res.end(good);
+    });
+    servers.push(s);
+    const dir = await tempDir();
+    const target = join(dir, 'r');
+    await writeFile(target, 'old');
+    const r = await downloadAndInstall(
+      client,
+      `${s.url}/loc`,
+      target,
+      { hashes: { md5: md5(good) } },
+      {
+        mirrors: [`${s.url}/mirror-down`, `${s.url}/mirror-bad`],
+      },
+    );
+    assert.equal(r.url, `${s.url}/loc`);
+    assert.equal(await readFile(target, 'utf8'), good);
+    assert.deepEqual(
+      s.log.map((l) => l.url),
+      ['/mirror-down', '/mirror-bad', '/loc'],
+    );
+  });
+
+  it('leaves the old file when every URL fails, with the error of the loc', async () => {
+    const s = await startServer((_req, res) => res.end('wrong'));
+    servers.push(s);
+    const dir = await tempDir();
+    const target = join(dir, 'r');
+    await writeFile(target, 'old');
+    await assert.rejects(
+      downloadAndInstall(client, `${s.url}/loc`, target, { hashes: { md5: md5('right') } }),
+      (e: unknown) => isResourceSyncError(e, 'RS_HASH_MISMATCH') && e.url === `${s.url}/loc`,
+    );
+    assert.equal(await readFile(target, 'utf8'), 'old');
+    assert.deepEqual(await onlyFiles(dir), ['r']);
+  });
+
+  it('gives up on a resource that stalls forever (timeout, retried, reported)', async () => {
+    const s = await startServer((_req, res) => {
+      res.setHeader('content-length', '100');
+      res.write('x');
+    });
+    servers.push(s);
+    const dir = await tempDir();
+    await assert.rejects(
+      downloadAndInstall(client, `${s.url}/stall`, join(dir, 's'), {}, { retries: 1 }),
+      (e: unknown) => isResourceSyncError(e, 'RS_TIMEOUT'),
+    );
+    assert.equal(s.log.length, 2);
+    assert.deepEqual(await onlyFiles(dir), []);
+  });
+});
+
+describe('mirrorsOf', () => {
+  it('orders duplicate links by pri, then document order', () => {
+    const entry: Entry = {
+      element: 'url',
+      loc: 'http://a.org/r',
+      links: [
+        { rel: 'duplicate', href: 'http://m3.org/r' },
+        { rel: 'duplicate', href: 'http://m2.org/r', pri: 2 },
+        { rel: 'alternate', href: 'http://x.org/r', pri: 1 },
+        { rel: 'duplicate', href: 'http://m1.org/r', pri: 1 },
+      ],
+    };
+    assert.deepEqual(mirrorsOf(entry), ['http://m1.org/r', 'http://m2.org/r', 'http://m3.org/r']);
+  });
+});
