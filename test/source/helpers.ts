@@ -152,7 +152,7 @@ export async function checkPackage(server: DocumentServer, pkg: CrawledPackage):
       assert.equal(path, undefined);
       continue;
     }
-    assert.ok(path?.startsWith('/'), `${e.loc}: path with a leading /`);
+    assert.ok(path?.startsWith('/') === true, `${e.loc}: path with a leading /`);
     withPath++;
     const data = byName.get(path.slice(1));
     assert.ok(data !== undefined, `${pkg.url}: ${path} is in the package`);
