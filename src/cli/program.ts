@@ -9,6 +9,7 @@ import { ResourceSyncError } from '../core/errors.js';
 import { EXIT } from './exit.js';
 import { register as registerHub } from './hub.js';
 import { register as registerInspect } from './inspect.js';
+import { register as registerSync } from './sync.js';
 import { register as registerValidate } from './validate.js';
 
 /** A subcommand module: adds its command (with options, help and action) to the program. */
@@ -19,6 +20,7 @@ const commands: RegisterCommand[] = [
   registerHub,
   registerValidate,
   registerInspect,
+  registerSync,
 ];
 
 export async function main(argv: readonly string[] = process.argv): Promise<number> {

@@ -18,6 +18,7 @@ import { HttpClient, type HttpClientOptions } from './http.js';
 import { type IncrementalSources, parseFromOption, runIncremental } from './incremental.js';
 import { STATE_DIR_NAME, createPathMapper } from './paths.js';
 import { DestinationState, STATE_DB_NAME } from './state.js';
+import { sweepTempFiles } from './sweep.js';
 
 /** Options of a {@link Destination}. */
 export interface DestinationOptions {
@@ -143,7 +144,11 @@ export class Destination {
     const client = o.client ?? new HttpClient(o.http ?? {});
     try {
       const journal = state.journal();
-      if (journal !== undefined && !readOnly) this.emit({ type: 'resume', op: journal.op, started: journal.started });
+      if (journal !== undefined && !readOnly) {
+        // The last run was interrupted: it may have left temporary files of unfinished installs.
+        this.emit({ type: 'resume', op: journal.op, started: journal.started });
+        await sweepTempFiles(this.dir);
+      }
       const watermark = state.getWatermark();
       let op: Operation;
       if (mode !== 'auto') op = mode;

@@ -424,3 +424,11 @@ export function repoRoot(): string {
   }
   return d;
 }
+
+/** argv to run the CLI in a child: from source under tsx, or compiled. */
+export function cliCommand(): { cmd: string; args: string[] } {
+  const root = repoRoot();
+  const fromSource = fileURLToPath(import.meta.url).endsWith('.ts');
+  if (fromSource) return { cmd: process.execPath, args: ['--import', 'tsx', join(root, 'src/cli/main.ts')] };
+  return { cmd: process.execPath, args: [join(root, 'dist/src/cli/main.js')] };
+}

@@ -1,0 +1,317 @@
+/**
+ * `resourcesync sync <source-url> <dir>`: a local copy of a Source that stays current (§5.2): a baseline the
+ * first time, incremental runs afterwards, audits on demand. See `resourcesync sync --help`.
+ *
+ * @module
+ */
+import { type Command, InvalidArgumentError } from 'commander';
+import { parseDatetime } from '../core/datetime.js';
+import { type ErrorCode, ResourceSyncError } from '../core/errors.js';
+import type { Durability } from '../destination/context.js';
+import { Destination, type DestinationOptions } from '../destination/destination.js';
+import { type SyncEvent, type SyncSummary, hasChanges } from '../destination/events.js';
+import type { HttpClientOptions } from '../destination/http.js';
+import { EXIT } from './exit.js';
+import { type CommandOutput, processOutput } from './validate.js';
+
+/** Options of {@link runSync}, as parsed from the command line. */
+export interface SyncCommandOptions {
+  readonly mode: 'auto' | 'baseline' | 'incremental' | 'audit';
+  readonly json?: boolean;
+  /** Show a progress bar on stderr (the CLI sets it when stderr is a TTY and not --json). */
+  readonly progress?: boolean;
+  readonly destination: Omit<DestinationOptions, 'url' | 'dir'>;
+}
+
+/** Codes that mean the Source could not be used at all (exit 2). */
+const UNREACHABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'RS_CONFIG',
+  'RS_DISCOVERY',
+  'RS_HTTP',
+  'RS_TIMEOUT',
+  'RS_NOT_RESOURCESYNC',
+  'RS_XML_SYNTAX',
+  'RS_XML_DTD',
+]);
+
+/** The exit code of a finished run (see the help text). */
+export function exitCodeOf(s: SyncSummary): number {
+  if (s.operation === 'audit') return s.inSync === true ? EXIT.OK : EXIT.FAILED;
+  if (s.counts.failed + s.counts.refused > 0) return EXIT.FAILED;
+  return hasChanges(s) ? EXIT.CHANGED : EXIT.OK;
+}
+
+/** Runs one sync and prints its summary; returns the exit code. */
+export async function runSync(
+  url: string,
+  dir: string,
+  options: SyncCommandOptions,
+  out: CommandOutput = processOutput,
+): Promise<number> {
+  const abort = new AbortController();
+  const onSignal = (): void => abort.abort(new ResourceSyncError('RS_ABORTED', 'interrupted'));
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const bar = options.progress === true ? new ProgressBar(out) : undefined;
+  try {
+    const d = new Destination({ ...options.destination, url, dir, signal: abort.signal });
+    if (bar !== undefined) d.on((e) => bar.update(e));
+    let summary: SyncSummary;
+    switch (options.mode) {
+      case 'baseline':
+        summary = await d.baseline();
+        break;
+      case 'incremental':
+        summary = await d.incremental();
+        break;
+      case 'audit':
+        summary = await d.audit();
+        break;
+      default:
+        summary = await d.sync();
+    }
+    bar?.clear();
+    if (options.json === true) out.stdout(`${JSON.stringify(summary, null, 2)}\n`);
+    else out.stdout(formatSummary(summary));
+    return exitCodeOf(summary);
+  } catch (e) {
+    bar?.clear();
+    const rs = e instanceof ResourceSyncError ? e : undefined;
+    const code = rs?.code ?? 'RS_IO';
+    const message = rs?.message ?? (e instanceof Error ? e.message : String(e));
+    if (options.json === true) out.stdout(`${JSON.stringify({ error: { code, message } }, null, 2)}\n`);
+    out.stderr(`resourcesync sync: ${message} [${code}]\n`);
+    if (code === 'RS_ABORTED' || abort.signal.aborted) return EXIT.INTERRUPTED;
+    if (rs === undefined) throw e;
+    return UNREACHABLE.has(rs.code) ? EXIT.USAGE : EXIT.FAILED;
+  } finally {
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+  }
+}
+
+/** A human summary of a run. */
+export function formatSummary(s: SyncSummary): string {
+  const c = s.counts;
+  const lines: string[] = [];
+  const what = s.dryRun ? `${s.operation} (dry run)` : s.operation;
+  if (s.operation === 'audit' && s.audit !== undefined) {
+    const a = s.audit;
+    lines.push(
+      `audit of ${s.dir} against ${s.source}: ${a.missing} missing, ${a.extra} extra, ${a.changed} changed, ${a.same} same — ${s.inSync === true ? 'in sync' : 'NOT in sync'}`,
+    );
+    for (const k of ['missing', 'extra', 'changed'] as const)
+      for (const uri of a.samples[k]) lines.push(`  ${k}: ${uri}`);
+  } else {
+    const verb = s.dryRun ? 'would be ' : '';
+    lines.push(
+      `${what} of ${s.source} into ${s.dir}${s.via.length > 0 ? ` (via ${s.via.join(' + ')})` : ''}: ` +
+        `${c.created} ${verb}created, ${c.updated} ${verb}updated, ${c.deleted} ${verb}deleted, ` +
+        `${c.deletionsRecorded} deletions recorded (files kept), ${c.skipped} unchanged, ${c.failed} failed, ${c.refused} refused; ` +
+        `${formatBytes(c.bytes)} in ${(s.elapsedMs / 1000).toFixed(1)} s`,
+    );
+    if (s.watermarkAfter !== undefined && s.watermarkAfter !== s.watermarkBefore)
+      lines.push(`watermark: ${s.watermarkBefore ?? '(none)'} -> ${s.watermarkAfter}`);
+    else if (s.watermarkAfter !== undefined) lines.push(`watermark: ${s.watermarkAfter}`);
+    if (!s.complete) lines.push('incomplete: the watermark was not advanced; run again to finish');
+  }
+  for (const f of s.failures) lines.push(`  failed: ${f.uri}: ${f.message} [${f.code}]`);
+  for (const w of s.warnings) lines.push(`  warning: ${w}`);
+  return `${lines.join('\n')}\n`;
+}
+
+function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 ** 2) return `${(n / 1024).toFixed(1)} KiB`;
+  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
+  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
+}
+
+/** A one-line progress display on stderr, redrawn at most every 200 ms. */
+class ProgressBar {
+  private last = 0;
+  private drawn = false;
+  private done = 0;
+  private total: number | undefined;
+  private bytes = 0;
+  private failed = 0;
+  private op = '';
+  constructor(private readonly out: CommandOutput) {}
+
+  update(e: SyncEvent): void {
+    if (e.type === 'start') this.op = e.operation;
+    else if (e.type === 'progress') {
+      this.done = e.done;
+      this.total = e.total;
+      this.bytes = e.bytes;
+    } else if (e.type === 'resource' && (e.action === 'failed' || e.action === 'refused')) this.failed++;
+    else return;
+    const now = Date.now();
+    if (now - this.last < 200) return;
+    this.last = now;
+    let bar = '';
+    if (this.total !== undefined && this.total > 0) {
+      const frac = Math.min(1, this.done / this.total);
+      const width = 24;
+      const full = Math.round(frac * width);
+      bar = `[${'#'.repeat(full)}${'.'.repeat(width - full)}] ${this.done}/${this.total}`;
+    } else bar = `${this.done} resources`;
+    this.out.stderr(
+      `\r${this.op} ${bar}, ${formatBytes(this.bytes)}${this.failed > 0 ? `, ${this.failed} failed` : ''}\x1b[K`,
+    );
+    this.drawn = true;
+  }
+
+  clear(): void {
+    if (this.drawn) this.out.stderr('\r\x1b[K');
+    this.drawn = false;
+  }
+}
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError('expected a whole number > 0');
+  return n;
+}
+
+function nonNegativeInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected a whole number >= 0');
+  return n;
+}
+
+function secondsToMs(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('expected a number of seconds > 0');
+  return Math.round(n * 1000);
+}
+
+function datetime(value: string): string {
+  if (parseDatetime(value) === undefined)
+    throw new InvalidArgumentError('expected a W3C Datetime, e.g. 2024-01-31 or 2024-01-31T12:00:00Z');
+  return value;
+}
+
+/** Parses `Name: value` into a header pair. */
+export function parseHeader(value: string): [string, string] {
+  const colon = value.indexOf(':');
+  const name = colon > 0 ? value.slice(0, colon).trim() : '';
+  if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name))
+    throw new InvalidArgumentError(`expected 'Name: value', got ${JSON.stringify(value)}`);
+  return [name, value.slice(colon + 1).trim()];
+}
+
+export const SYNC_HELP = `
+Modes: without --baseline / --incremental / --audit, the first run is a baseline (from a Resource Dump when
+offered, else the Resource List) and later runs are incremental (Change Dumps or Change Lists since the
+watermark). A baseline that did not finish is resumed (resources already present are skipped).
+
+Exit codes:
+  0  in sync: nothing to do (audit: no difference)
+  3  changes were applied and the copy is now in sync (with --dry-run: changes would be applied)
+  1  errors: some resources failed or were refused, a gap needs a new baseline, or the audit found differences
+  2  wrong arguments, or the Source cannot be reached or read (discovery failed, not ResourceSync, HTTP error)
+  130 interrupted (the state stays consistent; run again to finish)
+
+Examples:
+  resourcesync sync http://localhost:8080/ ./mirror
+  resourcesync sync --audit --checksum http://localhost:8080/ ./mirror
+  resourcesync sync --dry-run --json https://example.org/.well-known/resourcesync ./mirror
+`;
+
+/** Adds `sync` to the program. */
+export function register(program: Command): void {
+  program
+    .command('sync')
+    .description('make or update a local copy of a ResourceSync Source (baseline, incremental, audit)')
+    .argument('<source-url>', 'any URL of the Source: its root, Source Description, Capability List, or a list')
+    .argument('<dir>', 'the local copy (state in <dir>/.resourcesync/)')
+    .option('--baseline', 'force a complete copy')
+    .option('--incremental', 'force an incremental run from the watermark (or --from)')
+    .option('--audit', 'compare the local copy with the Source; write nothing')
+    .option('--dry-run', 'report what would be done; write nothing')
+    .option('--delete', 'remove local copies of resources the Source deleted (default: keep, record)')
+    .option('--set <name>', 'the Capability List to use when the Source has several')
+    .option('--from <datetime>', 'start the incremental run at this W3C Datetime instead of the watermark', datetime)
+    .option('--json', 'print the summary as JSON')
+    .option('--checksum', 'audit: recompute hashes from the files on disk')
+    .option('--auto-baseline', 'run a new baseline when the Source no longer offers changes back to the watermark')
+    .option('--allow-host <host>', 'accept resources from this host too (repeatable)', collect, [])
+    .option('--no-authority-check', 'accept resources from any host')
+    .option('--header <header>', "extra request header 'Name: value' (repeatable)", collect, [])
+    .option('--token <token>', 'bearer token sent on every request')
+    .option('--concurrency <n>', 'resources fetched at once (default 16)', positiveInt)
+    .option('--delay <ms>', 'politeness delay between requests to one host, in ms (default 0)', nonNegativeInt)
+    .option('--timeout <seconds>', 'connect, headers and body-idle timeout (defaults 10, 30, 30)', secondsToMs)
+    .option('--no-dumps', 'ignore Resource Dumps and Change Dumps')
+    .option('--layout <layout>', 'local layout: host-path (default) or path')
+    .option('--durability <mode>', 'batch (default: fsync files before recording them), file, or none')
+    .addHelpText('after', SYNC_HELP)
+    .action(async (url: string, dir: string, o: Record<string, unknown>) => {
+      const modes = (['baseline', 'incremental', 'audit'] as const).filter((m) => o[m] === true);
+      if (modes.length > 1) {
+        process.stderr.write(`resourcesync sync: choose one of --${modes.join(', --')}\n`);
+        process.exitCode = EXIT.USAGE;
+        return;
+      }
+      const layout = o['layout'];
+      if (layout !== undefined && layout !== 'host-path' && layout !== 'path') {
+        process.stderr.write('resourcesync sync: --layout is host-path or path\n');
+        process.exitCode = EXIT.USAGE;
+        return;
+      }
+      const durability = o['durability'];
+      if (durability !== undefined && durability !== 'batch' && durability !== 'file' && durability !== 'none') {
+        process.stderr.write('resourcesync sync: --durability is batch, file or none\n');
+        process.exitCode = EXIT.USAGE;
+        return;
+      }
+      let headers: Record<string, string>;
+      try {
+        headers = Object.fromEntries((o['header'] as string[]).map(parseHeader));
+      } catch (e) {
+        process.stderr.write(`resourcesync sync: --header: ${(e as Error).message}\n`);
+        process.exitCode = EXIT.USAGE;
+        return;
+      }
+      const http: { -readonly [K in keyof HttpClientOptions]: HttpClientOptions[K] } = {};
+      if (Object.keys(headers).length > 0) http.headers = headers;
+      if (typeof o['token'] === 'string') http.bearerToken = o['token'];
+      if (typeof o['delay'] === 'number') http.politenessDelayMs = o['delay'];
+      if (typeof o['timeout'] === 'number') {
+        http.connectTimeoutMs = o['timeout'];
+        http.headersTimeoutMs = o['timeout'];
+        http.bodyIdleTimeoutMs = o['timeout'];
+      }
+      const concurrency = typeof o['concurrency'] === 'number' ? o['concurrency'] : undefined;
+      if (concurrency !== undefined) http.connectionsPerHost = Math.min(concurrency, 64);
+      const destination: {
+        -readonly [K in keyof SyncCommandOptions['destination']]: SyncCommandOptions['destination'][K];
+      } = {
+        http,
+        dryRun: o['dryRun'] === true,
+        delete: o['delete'] === true,
+        checksum: o['checksum'] === true,
+        autoBaseline: o['autoBaseline'] === true,
+        noDumps: o['dumps'] === false,
+        authorityCheck: o['authorityCheck'] !== false,
+        allowHosts: o['allowHost'] as string[],
+      };
+      if (typeof o['set'] === 'string') destination.set = o['set'];
+      if (typeof o['from'] === 'string') destination.from = o['from'];
+      if (concurrency !== undefined) destination.concurrency = concurrency;
+      if (layout !== undefined) destination.layout = layout;
+      if (durability !== undefined) destination.durability = durability as Durability;
+      const json = o['json'] === true;
+      process.exitCode = await runSync(url, dir, {
+        mode: modes[0] ?? 'auto',
+        json,
+        progress: !json && process.stderr.isTTY === true,
+        destination,
+      });
+    });
+}
