@@ -48,38 +48,58 @@ export interface HashProblem {
   readonly message: string;
 }
 
-/** Every problem of a hash attribute value (an empty list when it is fine). */
-export function checkHashAttribute(value: string): HashProblem[] {
-  const problems: HashProblem[] = [];
-  const seen = new Set<string>();
+const NO_PROBLEMS: readonly HashProblem[] = Object.freeze([]);
+
+/** Every problem of a hash attribute value (an empty list when it is fine). Allocates nothing when fine. */
+export function checkHashAttribute(value: string): readonly HashProblem[] {
+  let problems: HashProblem[] | undefined;
+  let seen: string[] | undefined;
   let items = 0;
-  for (const item of value.split(/\s+/)) {
-    if (item === '') continue;
+  const n = value.length;
+  let i = 0;
+  while (i < n) {
+    while (i < n && isSpace(value.charCodeAt(i))) i++;
+    if (i >= n) break;
+    let end = i;
+    while (end < n && !isSpace(value.charCodeAt(end))) end++;
     items++;
-    const colon = item.indexOf(':');
-    if (colon <= 0) {
-      problems.push({ code: 'hash-invalid', message: `hash item ${quote(item)} is not algorithm:hexdigest` });
-      continue;
-    }
-    const alg = item.slice(0, colon).toLowerCase();
-    const hex = item.slice(colon + 1);
-    if (seen.has(alg)) problems.push({ code: 'hash-invalid', message: `hash algorithm ${alg} given twice` });
-    seen.add(alg);
-    if (!isKnownHashAlgorithm(alg)) {
-      problems.push({
-        code: 'hash-algorithm-unknown',
-        message: `hash algorithm ${quote(alg)} is not one of ${Object.keys(HASH_ALGORITHMS).join(', ')}`,
-      });
-      if (!isHexDigest(alg, hex))
-        problems.push({ code: 'hash-digest-invalid', message: `${alg} digest ${quote(hex)} is not hex` });
-    } else if (!isHexDigest(alg, hex)) {
-      problems.push({
-        code: 'hash-digest-invalid',
-        message: `${alg} digest ${quote(hex)} is not ${HASH_ALGORITHMS[alg]} hex digits`,
-      });
-    }
+    const problem = checkHashItem(value, i, end, (seen ??= []));
+    if (problem !== undefined) (problems ??= []).push(...problem);
+    i = end;
   }
-  if (items === 0) problems.push({ code: 'hash-invalid', message: 'empty hash attribute' });
+  if (items === 0) return [{ code: 'hash-invalid', message: 'empty hash attribute' }];
+  return problems ?? NO_PROBLEMS;
+}
+
+function isSpace(c: number): boolean {
+  return c === 32 || c === 9 || c === 10 || c === 13;
+}
+
+function checkHashItem(value: string, start: number, end: number, seen: string[]): HashProblem[] | undefined {
+  const colon = value.indexOf(':', start);
+  if (colon <= start || colon >= end) {
+    const item = value.slice(start, end);
+    return [{ code: 'hash-invalid', message: `hash item ${quote(item)} is not algorithm:hexdigest` }];
+  }
+  const alg = value.slice(start, colon).toLowerCase();
+  const hex = value.slice(colon + 1, end);
+  let problems: HashProblem[] | undefined;
+  if (seen.includes(alg))
+    (problems ??= []).push({ code: 'hash-invalid', message: `hash algorithm ${alg} given twice` });
+  seen.push(alg);
+  if (!isKnownHashAlgorithm(alg)) {
+    (problems ??= []).push({
+      code: 'hash-algorithm-unknown',
+      message: `hash algorithm ${quote(alg)} is not one of ${Object.keys(HASH_ALGORITHMS).join(', ')}`,
+    });
+    if (!isHexDigest(alg, hex))
+      problems.push({ code: 'hash-digest-invalid', message: `${alg} digest ${quote(hex)} is not hex` });
+  } else if (!isHexDigest(alg, hex)) {
+    (problems ??= []).push({
+      code: 'hash-digest-invalid',
+      message: `${alg} digest ${quote(hex)} is not ${HASH_ALGORITHMS[alg]} hex digits`,
+    });
+  }
   return problems;
 }
 

@@ -371,6 +371,11 @@ export function issueFromError(e: ResourceSyncError): ValidationIssue {
   );
 }
 
+/** A location inside an entry (or at the root when `base` is empty). */
+function place(base: Where, element: string, attribute?: string): Where {
+  return { entry: base.entry, line: base.line, element, attribute };
+}
+
 function withWhere(base: Omit<ValidationIssue, 'entry' | 'line' | 'element' | 'attribute'>, w: Where): ValidationIssue {
   const issue: { -readonly [K in keyof ValidationIssue]: ValidationIssue[K] } = { ...base };
   if (w.entry !== undefined) issue.entry = w.entry;
@@ -405,6 +410,10 @@ class Validator implements DocumentValidator {
   private readonly locs = new Set<string>();
   private readonly capabilities = new Set<string>();
   private finished = false;
+  /** Instant of the current entry's datetime, set by checkMdValues. */
+  private datetimeMs: number | undefined;
+  /** Media types already checked (bounded): most documents repeat a few. */
+  private readonly mediaTypes = new Map<string, boolean>();
 
   constructor(header: DocumentHeader, options: ValidateOptions) {
     this.header = header;
@@ -551,26 +560,26 @@ class Validator implements DocumentValidator {
 
   /** Appendix A (Table 4) at the top level, and the at/completed, from/until intervals. */
   private checkRootTimes(md: Metadata, p: Profile): void {
-    const where = (attribute: string): Where => ({ element: 'rs:md', attribute });
     if (p.rootTime === 'at' && md.at === undefined)
       this.add(
         'at-missing',
         `the <rs:md> of a ${p.name} must have an at attribute`,
-        where('at'),
+        place({}, 'rs:md', 'at'),
         `App. A, ${p.section}`,
       );
     if (p.rootTime === 'from' && md.from === undefined)
       this.add(
         'from-missing',
         `the <rs:md> of a ${p.name} must have a from attribute`,
-        where('from'),
+        place({}, 'rs:md', 'from'),
         `App. A, ${p.section}`,
       );
     for (const name of TIME_ATTRIBUTES) {
       if (md[name] === undefined) continue;
       const snapshot = name === 'at' || name === 'completed';
       const used = p.rootTime === (snapshot ? 'at' : 'from');
-      if (!used) this.add('attribute-not-used', `${name} is not used in a ${p.name}`, where(name), 'App. A');
+      if (!used)
+        this.add('attribute-not-used', `${name} is not used in a ${p.name}`, place({}, 'rs:md', name), 'App. A');
     }
   }
 
@@ -582,38 +591,49 @@ class Validator implements DocumentValidator {
     this.count++;
     const p = this.profile;
     const base: Where = { entry: n, line: e.line };
-    const at = (element: string, attribute?: string): Where => ({ ...base, element, attribute });
     if (this.count === this.maxEntries + 1)
-      this.add('entry-limit', `more than ${this.maxEntries} entries in one document`, at(e.element));
+      this.add('entry-limit', `more than ${this.maxEntries} entries in one document`, place(base, e.element));
 
     const expectedElement = this.header.root === 'urlset' ? 'url' : 'sitemap';
     if (e.element !== expectedElement)
       this.add(
         'element-mismatch',
         `<${e.element}> in a <${this.header.root}>: expected <${expectedElement}>`,
-        at(e.element),
+        place(base, e.element),
       );
 
     // <loc>
-    if (e.loc === '') this.add('loc-missing', 'entry without <loc>', at('loc'));
+    if (e.loc === '') this.add('loc-missing', 'entry without <loc>', place(base, 'loc'));
     else {
       if (!isAbsoluteUri(e.loc))
-        this.add('loc-not-absolute', `<loc> ${quote(e.loc)} is not an absolute URI`, at('loc'));
+        this.add('loc-not-absolute', `<loc> ${quote(e.loc)} is not an absolute URI`, place(base, 'loc'));
       if (hasInvalidUriChars(e.loc))
-        this.add('uri-invalid-chars', `<loc> ${quote(e.loc)} has characters that must be escaped`, at('loc'));
+        this.add('uri-invalid-chars', `<loc> ${quote(e.loc)} has characters that must be escaped`, place(base, 'loc'));
       if (e.loc.length >= MAX_LOC_CHARS)
-        this.add('loc-too-long', `<loc> has ${e.loc.length} characters (limit: less than ${MAX_LOC_CHARS})`, at('loc'));
+        this.add(
+          'loc-too-long',
+          `<loc> has ${e.loc.length} characters (limit: less than ${MAX_LOC_CHARS})`,
+          place(base, 'loc'),
+        );
       if (p?.duplicateLoc === true) {
         if (this.locs.has(e.loc))
-          this.add('loc-duplicate', `${quote(e.loc)} is listed more than once`, at('loc'), p.section);
+          this.add('loc-duplicate', `${quote(e.loc)} is listed more than once`, place(base, 'loc'), p.section);
         else if (this.locs.size < this.maxTrackedLocs) this.locs.add(e.loc);
       }
     }
-    if (e.lastmod !== undefined) this.checkDatetime(e.lastmod, at('lastmod'));
+    if (e.lastmod !== undefined) this.checkDatetime(e.lastmod, base, 'lastmod');
     if (e.changefreq !== undefined && !CHANGEFREQ_SET.has(e.changefreq))
-      this.add('changefreq-invalid', `<changefreq> ${quote(e.changefreq)} is not a defined value`, at('changefreq'));
+      this.add(
+        'changefreq-invalid',
+        `<changefreq> ${quote(e.changefreq)} is not a defined value`,
+        place(base, 'changefreq'),
+      );
     if (e.priority !== undefined && !PRIORITY.test(e.priority))
-      this.add('priority-invalid', `<priority> ${quote(e.priority)} is not a number from 0.0 to 1.0`, at('priority'));
+      this.add(
+        'priority-invalid',
+        `<priority> ${quote(e.priority)} is not a number from 0.0 to 1.0`,
+        place(base, 'priority'),
+      );
 
     const md = e.md;
     if (md !== undefined) this.checkMdValues(md, base);
@@ -624,22 +644,25 @@ class Validator implements DocumentValidator {
 
   private checkEntryForKind(e: Entry, p: Profile, base: Where): void {
     const md = e.md;
-    const at = (element: string, attribute?: string): Where => ({ ...base, element, attribute });
     if (md === undefined) {
       if (p.entryMd === 'mandatory')
-        this.add('entry-md-missing', `an entry of a ${p.name} must have an <rs:md>`, at(e.element), p.section);
+        this.add('entry-md-missing', `an entry of a ${p.name} must have an <rs:md>`, place(base, e.element), p.section);
     }
     const m: Metadata = md ?? {};
     // capability
     if (m.capability !== undefined) {
       const c = m.capability;
       if (p.capability === 'not-used')
-        this.add('attribute-not-used', `capability is not used on entries of a ${p.name}`, at('rs:md', 'capability'));
+        this.add(
+          'attribute-not-used',
+          `capability is not used on entries of a ${p.name}`,
+          place(base, 'rs:md', 'capability'),
+        );
       else if (p.capability === 'description' && c !== 'capabilitylist')
         this.add(
           'capability-entry-invalid',
           `a Source Description lists Capability Lists: capability must be "capabilitylist", not ${quote(c)}`,
-          at('rs:md', 'capability'),
+          place(base, 'rs:md', 'capability'),
           '§8',
         );
       else if (p.capability === 'capabilitylist') {
@@ -647,20 +670,20 @@ class Validator implements DocumentValidator {
           this.add(
             'capability-entry-invalid',
             `a Capability List cannot advertise ${quote(c)}`,
-            at('rs:md', 'capability'),
+            place(base, 'rs:md', 'capability'),
             '§9',
           );
         else if (!CAPABILITY_LIST_ENTRIES.has(c))
           this.add(
             'capability-entry-unknown',
             `capability ${quote(c)} is not defined by this standard`,
-            at('rs:md', 'capability'),
+            place(base, 'rs:md', 'capability'),
           );
         if (this.capabilities.has(c))
           this.add(
             'capability-duplicate',
             `a Capability List has one entry per capability: ${quote(c)} repeated`,
-            at('rs:md', 'capability'),
+            place(base, 'rs:md', 'capability'),
           );
         else if (this.capabilities.size < MAX_TRACKED_CAPABILITIES) this.capabilities.add(c);
       } else if (p.capability === 'framework') {
@@ -669,28 +692,28 @@ class Validator implements DocumentValidator {
           this.add(
             'capability-entry-invalid',
             `a framework notification is about ${Object.keys(FRAMEWORK_CHANGES).join(', ')}, not ${quote(c)}`,
-            at('rs:md', 'capability'),
+            place(base, 'rs:md', 'capability'),
             'N-§5',
           );
         else if (m.change !== undefined && CHANGE_SET.has(m.change) && !allowed.includes(m.change))
           this.add(
             'framework-change-unexpected',
             `Table 2.1 lists no ${m.change} notification for ${c}`,
-            at('rs:md', 'change'),
+            place(base, 'rs:md', 'change'),
           );
       }
     } else if (md !== undefined && (p.capability === 'capabilitylist' || p.capability === 'description')) {
       this.add(
         'capability-entry-missing',
         `the <rs:md> of a ${p.name} entry must have a capability attribute`,
-        at('rs:md', 'capability'),
+        place(base, 'rs:md', 'capability'),
         p.section,
       );
     } else if (md !== undefined && p.capability === 'framework') {
       this.add(
         'capability-entry-missing',
         'a framework notification entry must have a capability',
-        at('rs:md', 'capability'),
+        place(base, 'rs:md', 'capability'),
         'N-§5',
       );
     }
@@ -698,7 +721,7 @@ class Validator implements DocumentValidator {
       this.add(
         'describedby-recommended',
         'a Source Description entry should link to a description of its set of resources (rel="describedby")',
-        at('rs:ln'),
+        place(base, 'rs:ln'),
         '§8',
       );
 
@@ -708,30 +731,30 @@ class Validator implements DocumentValidator {
         this.add(
           'change-missing',
           `an entry of a ${p.name} must have a change attribute`,
-          at('rs:md', 'change'),
+          place(base, 'rs:md', 'change'),
           p.section,
         );
-      const dt = m.datetime === undefined ? undefined : parseDatetime(m.datetime)?.ms;
+      const dt = md === undefined ? undefined : this.datetimeMs;
       if (dt !== undefined && !p.noRootMd) {
         if (this.rootFrom !== undefined && dt < this.rootFrom)
           this.add(
             'datetime-outside-interval',
             `datetime ${m.datetime} is before the document's from`,
-            at('rs:md', 'datetime'),
+            place(base, 'rs:md', 'datetime'),
           );
         if (this.rootUntil !== undefined && dt > this.rootUntil)
           this.add(
             'datetime-outside-interval',
             `datetime ${m.datetime} is after the document's until`,
-            at('rs:md', 'datetime'),
+            place(base, 'rs:md', 'datetime'),
           );
       }
       if (p.order === 'datetime' && dt !== undefined) this.checkOrder(dt, m.datetime as string, base, p);
     } else {
       if (m.change !== undefined)
-        this.add('attribute-not-used', `change is not used in a ${p.name}`, at('rs:md', 'change'), '§7');
+        this.add('attribute-not-used', `change is not used in a ${p.name}`, place(base, 'rs:md', 'change'), '§7');
       if (m.datetime !== undefined)
-        this.add('attribute-not-used', `datetime is not used in a ${p.name}`, at('rs:md', 'datetime'), '§7');
+        this.add('attribute-not-used', `datetime is not used in a ${p.name}`, place(base, 'rs:md', 'datetime'), '§7');
     }
 
     // Appendix A: time attributes of entries
@@ -739,13 +762,18 @@ class Validator implements DocumentValidator {
       if (m[name] === undefined) continue;
       const snapshot = name === 'at' || name === 'completed';
       if (p.childTime !== (snapshot ? 'at' : 'from'))
-        this.add('attribute-not-used', `${name} is not used on entries of a ${p.name}`, at('rs:md', name), 'App. A');
+        this.add(
+          'attribute-not-used',
+          `${name} is not used on entries of a ${p.name}`,
+          place(base, 'rs:md', name),
+          'App. A',
+        );
     }
     if (p.childFromRecommended && m.from === undefined)
       this.add(
         'child-from-recommended',
         `an entry of a ${p.name} should have <rs:md from> (and until when closed)`,
-        at('rs:md', 'from'),
+        place(base, 'rs:md', 'from'),
         `App. A, ${p.section}`,
       );
     if (p.order === 'from' || p.order === 'from-should') {
@@ -756,19 +784,29 @@ class Validator implements DocumentValidator {
     // path
     if (p.path === 'not-used') {
       if (m.path !== undefined)
-        this.add('attribute-not-used', `path is only used in manifests, not in a ${p.name}`, at('rs:md', 'path'), '§7');
+        this.add(
+          'attribute-not-used',
+          `path is only used in manifests, not in a ${p.name}`,
+          place(base, 'rs:md', 'path'),
+          '§7',
+        );
     } else if (md !== undefined && m.path === undefined && (p.path === 'mandatory' || m.change !== 'deleted')) {
       this.add(
         'path-missing',
         p.path === 'mandatory'
           ? 'a Resource Dump Manifest entry must have a path'
           : 'a Change Dump Manifest entry must have a path (unless change="deleted")',
-        at('rs:md', 'path'),
+        place(base, 'rs:md', 'path'),
         p.section,
       );
     }
     if (p.typeRecommended && md !== undefined && m.type === undefined && m.change !== 'deleted')
-      this.add('type-recommended', `an entry of a ${p.name} should have a type`, at('rs:md', 'type'), p.section);
+      this.add(
+        'type-recommended',
+        `an entry of a ${p.name} should have a type`,
+        place(base, 'rs:md', 'type'),
+        p.section,
+      );
 
     // packages
     if (p.packages) {
@@ -776,7 +814,7 @@ class Validator implements DocumentValidator {
         this.add(
           'package-metadata-recommended',
           `an entry of a ${p.name} should give the package's type and length in <rs:md>`,
-          at('rs:md'),
+          place(base, 'rs:md'),
           p.section,
         );
       if (m.type !== undefined) {
@@ -787,7 +825,7 @@ class Validator implements DocumentValidator {
           this.add(
             'package-type-mixed',
             `a ${p.name} should point to packages of one format: ${quote(t)} after ${quote(this.firstPackageType)}`,
-            at('rs:md', 'type'),
+            place(base, 'rs:md', 'type'),
             p.section,
           );
         }
@@ -801,10 +839,14 @@ class Validator implements DocumentValidator {
         this.add(
           'patch-not-applicable',
           `patch links only apply to Change Lists and Change Dumps, not to a ${p.name}`,
-          at('rs:ln', 'rel'),
+          place(base, 'rs:ln', 'rel'),
         );
       else if (p.path === 'unless-deleted' && link.path === undefined)
-        this.add('patch-path-missing', 'a patch link in a Change Dump Manifest must have a path', at('rs:ln', 'path'));
+        this.add(
+          'patch-path-missing',
+          'a patch link in a Change Dump Manifest must have a path',
+          place(base, 'rs:ln', 'path'),
+        );
     }
   }
 
@@ -828,38 +870,42 @@ class Validator implements DocumentValidator {
 
   /** Values of an <rs:md>, whatever the document kind. */
   private checkMdValues(md: Metadata, base: Where): void {
-    const at = (attribute: string): Where => ({ ...base, element: 'rs:md', attribute });
-    for (const name of TIME_ATTRIBUTES) {
-      const v = md[name];
-      if (v !== undefined) this.checkDatetime(v, at(name));
-    }
-    if (md.datetime !== undefined) this.checkDatetime(md.datetime, at('datetime'));
+    if (md.at !== undefined) this.checkDatetime(md.at, base, 'rs:md', 'at');
+    if (md.completed !== undefined) this.checkDatetime(md.completed, base, 'rs:md', 'completed');
+    if (md.from !== undefined) this.checkDatetime(md.from, base, 'rs:md', 'from');
+    if (md.until !== undefined) this.checkDatetime(md.until, base, 'rs:md', 'until');
+    this.datetimeMs =
+      md.datetime === undefined ? undefined : this.checkDatetime(md.datetime, base, 'rs:md', 'datetime');
     this.checkInterval(md.at, md.completed, 'completed', 'at', base);
     this.checkInterval(md.from, md.until, 'until', 'from', base);
     if (md.change !== undefined && !CHANGE_SET.has(md.change))
-      this.add('change-invalid', `change ${quote(md.change)} is not created, updated or deleted`, at('change'));
+      this.add(
+        'change-invalid',
+        `change ${quote(md.change)} is not created, updated or deleted`,
+        place(base, 'rs:md', 'change'),
+      );
     this.checkCommonValues(md, base, 'rs:md');
   }
 
   /** hash, length, type, path, extension attributes and unparsed values: shared by <rs:md> and <rs:ln>. */
   private checkCommonValues(v: Metadata | Link, base: Where, element: 'rs:md' | 'rs:ln'): void {
-    const at = (attribute: string): Where => ({ ...base, element, attribute });
     if (v.hash !== undefined)
-      for (const problem of checkHashAttribute(v.hash)) this.add(problem.code, problem.message, at('hash'));
+      for (const problem of checkHashAttribute(v.hash))
+        this.add(problem.code, problem.message, place(base, element, 'hash'));
     if (v.length !== undefined && (!Number.isSafeInteger(v.length) || v.length < 0))
-      this.add('length-invalid', `length ${v.length} is not a non-negative integer`, at('length'));
-    if (v.type !== undefined && !isMediaType(v.type))
-      this.add('type-invalid', `type ${quote(v.type)} is not a media type`, at('type'));
+      this.add('length-invalid', `length ${v.length} is not a non-negative integer`, place(base, element, 'length'));
+    if (v.type !== undefined && !this.isMediaType(v.type))
+      this.add('type-invalid', `type ${quote(v.type)} is not a media type`, place(base, element, 'type'));
     if (v.path !== undefined) {
       if (!v.path.startsWith('/'))
-        this.add('path-not-absolute', `path ${quote(v.path)} must start with "/"`, at('path'));
+        this.add('path-not-absolute', `path ${quote(v.path)} must start with "/"`, place(base, element, 'path'));
       else if (!isSafePath(v.path))
-        this.add('path-unsafe', `path ${quote(v.path)} cannot be unpacked safely`, at('path'));
+        this.add('path-unsafe', `path ${quote(v.path)} cannot be unpacked safely`, place(base, element, 'path'));
     }
     if (v.extensions !== undefined) this.checkExtensionAttributes(v.extensions, base, element);
     if (v.invalid !== undefined) {
       for (const [name, value] of Object.entries(v.invalid)) {
-        const w = at(name);
+        const w = place(base, element, name);
         if (name === 'length') this.add('length-invalid', `length ${quote(value)} is not a non-negative integer`, w);
         else if (name === 'pri') this.add('pri-invalid', `pri ${quote(value)} is not an integer from 1 to 999,999`, w);
         else if (/^(at|completed|from|until|datetime|modified)$/.test(name))
@@ -870,6 +916,15 @@ class Validator implements DocumentValidator {
         else this.add('attribute-unknown', `attribute ${name}=${quote(value)} is not understood`, w);
       }
     }
+  }
+
+  private isMediaType(type: string): boolean {
+    let ok = this.mediaTypes.get(type);
+    if (ok === undefined) {
+      ok = isMediaType(type);
+      if (this.mediaTypes.size < 256) this.mediaTypes.set(type, ok);
+    }
+    return ok;
   }
 
   private checkExtensionAttributes(attrs: readonly ExtensionAttribute[], base: Where, element: string): void {
@@ -910,52 +965,71 @@ class Validator implements DocumentValidator {
   }
 
   private checkLink(link: Link, base: Where): void {
-    const at = (attribute?: string): Where => ({ ...base, element: 'rs:ln', attribute });
-    if (link.rel === '') this.add('ln-rel-missing', '<rs:ln> without rel', at('rel'));
+    if (link.rel === '') this.add('ln-rel-missing', '<rs:ln> without rel', place(base, 'rs:ln', 'rel'));
     else if (!isKnownRelation(link.rel))
-      this.add('rel-unregistered', `rel ${quote(link.rel)} is neither an IANA relation type nor a URI`, at('rel'));
-    if (link.href === '') this.add('ln-href-missing', '<rs:ln> without href', at('href'));
+      this.add(
+        'rel-unregistered',
+        `rel ${quote(link.rel)} is neither an IANA relation type nor a URI`,
+        place(base, 'rs:ln', 'rel'),
+      );
+    if (link.href === '') this.add('ln-href-missing', '<rs:ln> without href', place(base, 'rs:ln', 'href'));
     else {
       if (!isAbsoluteUri(link.href))
-        this.add('href-not-absolute', `href ${quote(link.href)} is not an absolute URI`, at('href'));
+        this.add('href-not-absolute', `href ${quote(link.href)} is not an absolute URI`, place(base, 'rs:ln', 'href'));
       if (hasInvalidUriChars(link.href))
-        this.add('uri-invalid-chars', `href ${quote(link.href)} has characters that must be escaped`, at('href'));
+        this.add(
+          'uri-invalid-chars',
+          `href ${quote(link.href)} has characters that must be escaped`,
+          place(base, 'rs:ln', 'href'),
+        );
     }
     if (link.pri !== undefined && (!Number.isInteger(link.pri) || link.pri < 1 || link.pri > 999_999))
-      this.add('pri-invalid', `pri ${link.pri} is not an integer from 1 to 999,999`, at('pri'));
-    if (link.modified !== undefined) this.checkDatetime(link.modified, at('modified'));
+      this.add('pri-invalid', `pri ${link.pri} is not an integer from 1 to 999,999`, place(base, 'rs:ln', 'pri'));
+    if (link.modified !== undefined) this.checkDatetime(link.modified, base, 'rs:ln', 'modified');
     this.checkCommonValues(link, base, 'rs:ln');
     switch (link.rel) {
       case RELATIONS.patch:
-        if (link.type === undefined) this.add('patch-type-missing', 'a patch link must have a type', at('type'));
+        if (link.type === undefined)
+          this.add('patch-type-missing', 'a patch link must have a type', place(base, 'rs:ln', 'type'));
         break;
       case RELATIONS.timegate:
         for (const name of ['hash', 'length', 'type', 'modified', 'path', 'encoding'] as const)
           if (link[name] !== undefined)
-            this.add('timegate-attributes', `${name} is meaningless on a timegate link`, at(name));
+            this.add('timegate-attributes', `${name} is meaningless on a timegate link`, place(base, 'rs:ln', name));
         break;
       case RELATIONS.duplicate:
         for (const name of ['hash', 'length', 'type'] as const)
           if (link[name] !== undefined)
-            this.add('duplicate-link-metadata', `${name} of a mirror copy should be omitted from its link`, at(name));
+            this.add(
+              'duplicate-link-metadata',
+              `${name} of a mirror copy should be omitted from its link`,
+              place(base, 'rs:ln', name),
+            );
         break;
       case RELATIONS.alternate:
         if (link.type === undefined)
-          this.add('alternate-type-recommended', 'an alternate link should have a type', at('type'));
+          this.add('alternate-type-recommended', 'an alternate link should have a type', place(base, 'rs:ln', 'type'));
         break;
     }
   }
 
-  /** A W3C Datetime (§7); returns its instant, or undefined when invalid. */
-  private checkDatetime(text: string, where: Where): number | undefined {
+  /** A W3C Datetime (§7); returns its instant, or undefined when invalid. The location is built only on an issue. */
+  private checkDatetime(text: string, base: Where, element: string, attribute?: string): number | undefined {
     const dt = parseDatetime(text);
-    const what = where.attribute ?? where.element ?? 'datetime';
     if (dt === undefined) {
-      this.add('datetime-invalid', `${what} ${quote(text)} is not a W3C Datetime`, where);
+      this.add(
+        'datetime-invalid',
+        `${attribute ?? element} ${quote(text)} is not a W3C Datetime`,
+        place(base, element, attribute),
+      );
       return undefined;
     }
     if (!dt.utc || (dt.precision !== 'second' && dt.precision !== 'fraction'))
-      this.add('datetime-not-utc', `${what} ${quote(text)}: a complete UTC YYYY-MM-DDThh:mm:ssZ is recommended`, where);
+      this.add(
+        'datetime-not-utc',
+        `${attribute ?? element} ${quote(text)}: a complete UTC YYYY-MM-DDThh:mm:ssZ is recommended`,
+        place(base, element, attribute),
+      );
     return dt.ms;
   }
 
