@@ -1,0 +1,222 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import type { Entry } from '../../src/core/model.js';
+import { forEachConcurrent } from '../../src/destination/concurrent.js';
+import {
+  type PlannedChange,
+  candidateUrls,
+  coalesceChanges,
+  findGap,
+  isChangeApplied,
+  isUpToDate,
+  selectIntervals,
+} from '../../src/destination/plan.js';
+
+const entry = (loc: string, change: string, datetime: string, extra: Partial<Entry['md']> = {}): Entry => ({
+  element: 'url',
+  loc,
+  links: [],
+  md: { change, datetime, ...extra },
+});
+
+describe('plan: coalescing changes', () => {
+  it('keeps the last change per resource, in datetime order', () => {
+    const p = coalesceChanges([
+      entry('a', 'created', '2024-01-01T01:00:00Z'),
+      entry('b', 'created', '2024-01-01T02:00:00Z'),
+      entry('a', 'updated', '2024-01-01T03:00:00Z'),
+      entry('b', 'deleted', '2024-01-01T04:00:00Z'),
+    ]);
+    assert.deepEqual(
+      p.changes.map((c) => [c.uri, c.change]),
+      [
+        ['a', 'updated'],
+        ['b', 'deleted'],
+      ],
+    );
+    assert.equal(p.coalesced, 2);
+    assert.equal(p.outOfOrder, 0);
+    assert.equal(p.latest, '2024-01-01T04:00:00Z');
+  });
+
+  it('detects out-of-order entries and keeps the latest datetime, not the last position', () => {
+    const p = coalesceChanges([
+      entry('a', 'updated', '2024-01-01T05:00:00Z'),
+      entry('a', 'deleted', '2024-01-01T04:00:00Z'),
+      entry('b', 'created', '2024-01-01T03:00:00Z'),
+    ]);
+    assert.equal(p.outOfOrder, 2);
+    assert.deepEqual(p.outOfOrderAt, [2, 3]);
+    assert.deepEqual(
+      p.changes.map((c) => [c.uri, c.change]),
+      [
+        ['b', 'created'],
+        ['a', 'updated'],
+      ],
+    );
+  });
+
+  it('boundary: drops changes before the watermark, keeps those at it and after', () => {
+    const p = coalesceChanges(
+      [
+        entry('before', 'updated', '2024-01-01T00:59:59Z'),
+        entry('at', 'updated', '2024-01-01T01:00:00Z'),
+        entry('at-offset', 'updated', '2024-01-01T02:00:00+01:00'),
+        entry('after', 'updated', '2024-01-01T01:00:01Z'),
+      ],
+      '2024-01-01T01:00:00Z',
+    );
+    assert.deepEqual(
+      p.changes.map((c) => c.uri),
+      ['at', 'at-offset', 'after'],
+    );
+    assert.equal(p.before, 1);
+  });
+
+  it('rejects entries without change type or datetime, with reasons', () => {
+    const p = coalesceChanges([
+      entry('a', 'moved', '2024-01-01T00:00:00Z'),
+      entry('b', 'updated', 'yesterday'),
+      { element: 'url', loc: 'c', links: [] },
+    ]);
+    assert.equal(p.changes.length, 0);
+    assert.equal(p.rejected.length, 3);
+  });
+
+  it('property: the plan has one change per resource, each the latest of its resource', () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            uri: fc.constantFrom('a', 'b', 'c', 'd'),
+            change: fc.constantFrom('created', 'updated', 'deleted'),
+            t: fc.integer({ min: 0, max: 50 }),
+          }),
+          { maxLength: 40 },
+        ),
+        (items) => {
+          const entries = items.map((i) =>
+            entry(i.uri, i.change, new Date(Date.UTC(2024, 0, 1, 0, i.t)).toISOString()),
+          );
+          const p = coalesceChanges(entries);
+          const uris = new Set(items.map((i) => i.uri));
+          assert.equal(p.changes.length, uris.size);
+          for (const c of p.changes) {
+            const max = Math.max(...items.filter((i) => i.uri === c.uri).map((i) => i.t));
+            assert.equal(c.datetimeMs, Date.UTC(2024, 0, 1, 0, max));
+          }
+          for (let i = 1; i < p.changes.length; i++)
+            assert.ok((p.changes[i - 1] as PlannedChange).datetimeMs <= (p.changes[i] as PlannedChange).datetimeMs);
+        },
+      ),
+    );
+  });
+});
+
+describe('plan: decisions', () => {
+  it('isUpToDate: hash first, else length + lastmod', () => {
+    const rec = { length: 3, md5: 'aa'.repeat(16), lastmod: '2024-01-01T00:00:00Z' };
+    assert.equal(isUpToDate(rec, { hashes: { md5: 'aa'.repeat(16) } }, 3), true);
+    assert.equal(isUpToDate(rec, { hashes: { md5: 'bb'.repeat(16) } }, 3), false);
+    assert.equal(isUpToDate(rec, { hashes: { md5: 'aa'.repeat(16) } }, 4), false, 'file size changed on disk');
+    assert.equal(isUpToDate(rec, { length: 3, lastmod: '2024-01-01T01:00:00+01:00' }, 3), true);
+    assert.equal(isUpToDate(rec, { length: 3, lastmod: '2024-01-02T00:00:00Z' }, 3), false);
+    assert.equal(isUpToDate(rec, { length: 3 }, 3), false, 'nothing to compare: fetch');
+    assert.equal(isUpToDate(undefined, { length: 3 }, 3), false);
+    assert.equal(isUpToDate({ ...rec, deleted: true }, { hashes: { md5: 'aa'.repeat(16) } }, 3), false);
+  });
+
+  it('isChangeApplied: later record skips; equal datetime needs a matching hash', () => {
+    const c = coalesceChanges([entry('a', 'updated', '2024-01-01T01:00:00Z', { hash: `md5:${'cc'.repeat(16)}` })])
+      .changes[0] as PlannedChange;
+    assert.equal(isChangeApplied({ sourceDatetime: '2024-01-01T02:00:00Z' }, c), true);
+    assert.equal(isChangeApplied({ sourceDatetime: '2024-01-01T00:00:00Z' }, c), false);
+    assert.equal(isChangeApplied({ sourceDatetime: '2024-01-01T01:00:00Z', md5: 'cc'.repeat(16) }, c), true);
+    assert.equal(isChangeApplied({ sourceDatetime: '2024-01-01T01:00:00Z', md5: 'dd'.repeat(16) }, c), false);
+    const noHash = coalesceChanges([entry('a', 'updated', '2024-01-01T01:00:00Z')]).changes[0] as PlannedChange;
+    assert.equal(
+      isChangeApplied({ sourceDatetime: '2024-01-01T01:00:00Z' }, noHash),
+      false,
+      're-applied at the boundary',
+    );
+    const del = coalesceChanges([entry('a', 'deleted', '2024-01-01T01:00:00Z')]).changes[0] as PlannedChange;
+    assert.equal(isChangeApplied({ sourceDatetime: '2024-01-01T01:00:00Z', deleted: true }, del), true);
+  });
+
+  it('candidateUrls: http(s) mirrors by pri, then the loc', () => {
+    const e: Entry = {
+      element: 'url',
+      loc: 'http://s/r',
+      links: [
+        { rel: 'duplicate', href: 'http://m3/r' },
+        { rel: 'duplicate', href: 'http://m2/r', pri: 2 },
+        { rel: 'duplicate', href: 'gsiftp://g/r', pri: 0 },
+        { rel: 'alternate', href: 'http://alt/r' },
+        { rel: 'duplicate', href: 'http://m1/r', pri: 1 },
+      ],
+    };
+    assert.deepEqual(candidateUrls(e), ['http://m1/r', 'http://m2/r', 'http://m3/r', 'http://s/r']);
+  });
+
+  it('selectIntervals skips lists ending at or before the watermark; findGap', () => {
+    const docs = [
+      { url: 'open', from: '2024-01-03T00:00:00Z', position: 3 },
+      { url: 'd1', from: '2024-01-01T00:00:00Z', until: '2024-01-02T00:00:00Z', position: 1 },
+      { url: 'd2', from: '2024-01-02T00:00:00Z', until: '2024-01-03T00:00:00Z', position: 2 },
+    ];
+    assert.deepEqual(
+      selectIntervals(docs, '2024-01-02T00:00:00Z').map((d) => d.url),
+      ['d2', 'open'],
+    );
+    assert.deepEqual(
+      selectIntervals(docs, '2023-01-01T00:00:00Z').map((d) => d.url),
+      ['d1', 'd2', 'open'],
+    );
+    assert.equal(findGap(docs, undefined, '2024-01-01T00:00:00Z'), undefined);
+    assert.equal(findGap(docs, undefined, '2023-12-31T23:59:59Z'), '2024-01-01T00:00:00Z');
+    assert.equal(findGap([], '2024-02-01T00:00:00Z', '2024-01-01T00:00:00Z'), '2024-02-01T00:00:00Z');
+  });
+});
+
+describe('forEachConcurrent', () => {
+  it('never runs more than the limit and pulls lazily', async () => {
+    let running = 0;
+    let max = 0;
+    let pulled = 0;
+    async function* source(): AsyncGenerator<number> {
+      for (let i = 0; i < 50; i++) {
+        pulled++;
+        yield i;
+      }
+    }
+    const seen: number[] = [];
+    await forEachConcurrent(source(), 4, async (i) => {
+      running++;
+      max = Math.max(max, running);
+      assert.ok(pulled - seen.length <= 5, 'no read-ahead beyond the slots');
+      await new Promise((r) => setTimeout(r, i % 3));
+      seen.push(i);
+      running--;
+    });
+    assert.equal(seen.length, 50);
+    assert.ok(max <= 4);
+  });
+
+  it('stops pulling after a worker throws and rethrows', async () => {
+    let pulled = 0;
+    async function* source(): AsyncGenerator<number> {
+      for (let i = 0; i < 1000; i++) {
+        pulled++;
+        yield i;
+      }
+    }
+    await assert.rejects(
+      forEachConcurrent(source(), 2, async (i) => {
+        if (i === 5) throw new Error('boom');
+      }),
+      /boom/,
+    );
+    assert.ok(pulled < 20);
+  });
+});
