@@ -291,3 +291,30 @@ export const RULES_BY_CODE: ReadonlyMap<string, Rule> = new Map(RULES.map((r) =>
 function rule<C extends string>(code: C, severity: Severity, section: string, summary: string) {
   return { code, severity, section, summary } as const;
 }
+
+/**
+ * The rule table as Markdown (code, severity, section, summary), for the README and `docs/validation-rules.md`.
+ *
+ * @example
+ * ```ts
+ * writeFileSync('docs/validation-rules.md', formatRulesMarkdown());
+ * ```
+ */
+export function formatRulesMarkdown(): string {
+  const escape = (s: string) => s.replaceAll('|', '\\|').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
+  const rows = RULES.map((r) => `| \`${r.code}\` | ${r.severity} | ${r.section} | ${escape(r.summary)} |`);
+  return [
+    '# Validation rules',
+    '',
+    'Every rule `resourcesync validate` (and `validateDocument` / `validateStream`) checks. Severity: **error** where',
+    'the standard says *must* / *mandatory*, **warning** where it says *should* / *recommended* or "not used".',
+    'Sections: § = ANSI/NISO Z39.99-2017 (ResourceSync 1.1), App. A = its Appendix A (Table 4), N-§ = ResourceSync',
+    'Notification draft 0.8, Sitemap = the Sitemap protocol 0.9. Generated from `src/core/rules.ts`',
+    '(`resourcesync validate --list-rules` prints the same table).',
+    '',
+    '| code | severity | section | rule |',
+    '|---|---|---|---|',
+    ...rows,
+    '',
+  ].join('\n');
+}

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { RS_NS, SITEMAP_NS } from '../../src/core/constants.js';
 import { ResourceSyncError } from '../../src/core/errors.js';
@@ -11,7 +14,7 @@ import type {
   ResourceSyncDocument,
 } from '../../src/core/model.js';
 import { createHeader, defaultNamespaces } from '../../src/core/model.js';
-import { RULES } from '../../src/core/rules.js';
+import { formatRulesMarkdown, RULES } from '../../src/core/rules.js';
 import {
   createValidator,
   type ValidateOptions,
@@ -420,6 +423,12 @@ describe('validator rules', () => {
   it('every rule of RULES has a case (or a reason not to)', () => {
     const missing = RULES.map((r) => r.code).filter((c) => !(c in CASES) && !NOT_FROM_THE_MODEL.has(c));
     assert.deepEqual(missing, []);
+  });
+  it('docs/validation-rules.md is the generated rule table', () => {
+    let dir = dirname(fileURLToPath(import.meta.url));
+    while (!existsSync(join(dir, 'package.json'))) dir = dirname(dir);
+    const doc = readFileSync(join(dir, 'docs', 'validation-rules.md'), 'utf8');
+    assert.equal(doc, formatRulesMarkdown(), 'regenerate docs/validation-rules.md from formatRulesMarkdown()');
   });
   it('RULES codes are unique and cite a section', () => {
     const seen = new Set<string>();
