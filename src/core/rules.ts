@@ -301,8 +301,8 @@ function rule<C extends string>(code: C, severity: Severity, section: string, su
  * ```
  */
 export function formatRulesMarkdown(): string {
-  const escape = (s: string) => s.replaceAll('|', '\\|').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
-  const rows = RULES.map((r) => `| \`${r.code}\` | ${r.severity} | ${r.section} | ${escape(r.summary)} |`);
+  const markdown = (s: string) => s.replaceAll('|', '\\|').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
+  const rows = RULES.map((r) => `| \`${r.code}\` | ${r.severity} | ${r.section} | ${markdown(r.summary)} |`);
   return [
     '# Validation rules',
     '',
