@@ -231,18 +231,16 @@ const extAttr: fc.Arbitrary<ExtensionAttribute> = fc.oneof(
       value: anyText,
     })
     .map((a) => ({ ...a })),
-  fc
-    .constantFrom('a', 'b')
-    .chain((p) =>
-      fc
-        .record({
-          ns: fc.constant(ATTR[p as 'a' | 'b']),
-          prefix: fc.constant(p),
-          local: fc.constantFrom('k', 'q'),
-          value: anyText,
-        })
-        .map((a) => ({ ...a })),
-    ),
+  fc.constantFrom('a', 'b').chain((p) =>
+    fc
+      .record({
+        ns: fc.constant(ATTR[p as 'a' | 'b']),
+        prefix: fc.constant(p),
+        local: fc.constantFrom('k', 'q'),
+        value: anyText,
+      })
+      .map((a) => ({ ...a })),
+  ),
 );
 /** Attributes with distinct expanded names (and no ResourceSync attribute names). */
 const extAttrs = fc.uniqueArray(extAttr, { maxLength: 3, selector: (a) => `${a.ns} ${a.local}` });
