@@ -9,6 +9,7 @@ import { ResourceSyncError } from '../core/errors.js';
 import { EXIT } from './exit.js';
 import { register as registerHub } from './hub.js';
 import { register as registerInspect } from './inspect.js';
+import { register as registerPublish } from './publish.js';
 import { register as registerSync } from './sync.js';
 import { register as registerValidate } from './validate.js';
 
@@ -20,6 +21,7 @@ const commands: RegisterCommand[] = [
   registerHub,
   registerValidate,
   registerInspect,
+  registerPublish,
   registerSync,
 ];
 

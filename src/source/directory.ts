@@ -53,6 +53,10 @@ export interface DirectorySourceOptions {
   readonly fsync?: boolean;
   /** Unreadable files, vanished files, refused symlinks. */
   readonly onWarning?: (message: string) => void;
+  /** Scan the tree when opening (default true). */
+  readonly scanOnOpen?: boolean;
+  /** Progress of scans: files walked so far (every 1,000). */
+  readonly onScanProgress?: (files: number) => void;
 }
 
 /** The directory Source: a {@link SourceSite} plus scanning and watching. */
@@ -187,9 +191,17 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
         await site?.scanPaths(uris);
       },
     });
-    const ctx: ScanContext = { root, store, setOf, exclude, onWarning, blobs };
+    const ctx: ScanContext = {
+      root,
+      store,
+      setOf,
+      exclude,
+      onWarning,
+      blobs,
+      ...(options.onScanProgress === undefined ? {} : { onProgress: options.onScanProgress }),
+    };
     site = new DirectorySourceImpl(source, ctx, stateDir, options);
-    await site.scan();
+    if (options.scanOnOpen !== false) await site.scan();
     if (options.watch === true) await site.watch();
     return site;
   } catch (e) {
@@ -242,7 +254,7 @@ class DirectorySourceImpl implements DirectorySource {
       const baseline = (await this.store.getMeta('baseline_done')) === undefined;
       const stats = await scanTree(this.#ctx, this.#record, { log: !baseline });
       if (baseline) await this.store.setMeta('baseline_done', String(Date.now()));
-      return stats;
+      return { ...stats, baseline };
     });
   }
 

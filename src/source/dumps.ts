@@ -241,6 +241,7 @@ export async function writeResourceDump(
   const files: string[] = [];
   const packages: DumpPackage[] = [];
   const maxFiles = Math.min(limits.maxFiles, ctx.limits.maxEntriesPerDocument);
+  const version = await snap.setVersion(setName);
   const it = snap.resources(setName)[Symbol.asyncIterator]();
   let pending: ResourceRecord | undefined;
   let n = 0;
@@ -261,7 +262,7 @@ export async function writeResourceDump(
       }
       if (batch.length === 0) break;
       n++;
-      const stem = `resourcedump-s${snap.head.seq}-${partName(n)}`;
+      const stem = `resourcedump-v${version}-${partName(n)}`;
       const pkgAt = formatDatetime(Math.max(snap.atMs, Date.now()));
       const entries = batch.map((r) => resourceEntry(base, r, bitstreamPath('resources', r.uri)));
       const manifest = await manifestBytes('resource-dump-manifest', { at, completed: pkgAt }, up, entries);

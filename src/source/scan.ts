@@ -37,6 +37,8 @@ export interface ScanContext {
   readonly bufferSize?: number;
   /** Files hashed at once (default 8). */
   readonly concurrency?: number;
+  /** Called every 1,000 files walked with the count so far (progress display). */
+  readonly onProgress?: (files: number) => void;
 }
 
 /** Figures of a scan. */
@@ -48,6 +50,8 @@ export interface ScanStats {
   updated: number;
   deleted: number;
   skipped: number;
+  /** True for the first scan of a new store: an inventory only, no change recorded. */
+  baseline?: boolean;
 }
 
 /** A sink for the changes a scan finds, in key order; `log: false` is an inventory-only update. */
@@ -347,6 +351,7 @@ export async function scanTree(
         continue;
       }
       stats.files++;
+      if (stats.files % 1000 === 0) ctx.onProgress?.(stats.files);
       const setName = ctx.setOf(item.rel);
       const old = cur !== undefined && cur.uri === item.rel ? cur : undefined;
       if (old !== undefined) cur = await nextInv();
@@ -378,7 +383,8 @@ export async function scanTree(
 export async function scanPaths(ctx: ScanContext, rels: readonly string[], record: RecordBatch): Promise<ScanStats> {
   const total: ScanStats = { files: 0, hashed: 0, bytesHashed: 0, created: 0, updated: 0, deleted: 0, skipped: 0 };
   const add = (stats: ScanStats): void => {
-    for (const k of Object.keys(total) as (keyof ScanStats)[]) total[k] += stats[k];
+    for (const k of ['files', 'hashed', 'bytesHashed', 'created', 'updated', 'deleted', 'skipped'] as const)
+      total[k] += stats[k];
   };
   // Paths are handled in the order given (the order they settled), so the log follows the order of events.
   const logged: ChangeInput[] = [];

@@ -391,10 +391,9 @@ export class Source {
     };
   }
 
-  /** Version key of a set: its change-log position plus every inventory write (cheap to read). */
-  async #setVersion(snapOrStore: { head: { version: number } } | undefined): Promise<string> {
-    const head = snapOrStore?.head ?? (await this.store.head());
-    return String(head.version);
+  /** Version key of a set's documents: bumped by every write touching the set (cheap to read). */
+  async #setVersion(setName: string, snap?: StoreSnapshot): Promise<string> {
+    return String(await (snap ?? this.store).setVersion(setName));
   }
 
   /**
@@ -415,7 +414,7 @@ export class Source {
     let version: string;
     if (group === 'description') version = JSON.stringify(this.#setInfos().map((s) => [s.name, s.describedBy ?? '']));
     else if (group === 'capabilitylist') version = JSON.stringify(this.#setInfo(setName!));
-    else version = await this.#setVersion(undefined);
+    else version = await this.#setVersion(setName!);
     if (state !== undefined && state.version === version && (await filesExist(state.files))) return;
     await this.#generate(key, group, setName, state);
   }
@@ -451,7 +450,7 @@ export class Source {
       for (;;) {
         const snap = await this.store.snapshot();
         try {
-          version = await this.#setVersion(snap);
+          version = await this.#setVersion(name, snap);
           if (group === 'resourcelist') files = await writeResourceList(ctx, snap, name);
           else if (group === 'changelist') {
             const closed = new Set<number>(

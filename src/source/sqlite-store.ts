@@ -285,6 +285,11 @@ class SqliteStore implements SourceStore {
     return row === undefined ? undefined : toResource(row);
   }
 
+  async setVersion(setName: string): Promise<number> {
+    this.#check();
+    return Number(this.#stmts.getMeta.get(`version:${setName}`)?.value ?? '0');
+  }
+
   async countResources(setName?: string): Promise<number> {
     this.#check();
     return (setName === undefined ? this.#stmts.countAll.get() : this.#stmts.countSet.get(setName))?.n ?? 0;
@@ -387,6 +392,10 @@ class SqliteStore implements SourceStore {
         out.push(rec);
       }
       s.setMeta.run('version', String(head.version + 1));
+      for (const name of new Set(changes.map((c) => c.setName))) {
+        const v = Number(s.getMeta.get(`version:${name}`)?.value ?? '0');
+        s.setMeta.run(`version:${name}`, String(v + 1));
+      }
       return out;
     });
     try {
@@ -476,6 +485,13 @@ class SqliteSnapshot implements StoreSnapshot {
     this.head = head;
     this.atMs = atMs;
     this.#createdMs = createdMs;
+  }
+
+  async setVersion(setName: string): Promise<number> {
+    const row = this.#db
+      .prepare<[string], { value: string }>('SELECT value FROM meta WHERE key = ?')
+      .get(`version:${setName}`);
+    return Number(row?.value ?? '0');
   }
 
   async countResources(setName?: string): Promise<number> {

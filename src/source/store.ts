@@ -114,6 +114,8 @@ export interface StoreSnapshot {
   /** Start of the snapshot, UTC ms: no change recorded after the snapshot gets a datetime <= this. */
   readonly atMs: number;
   countResources(setName?: string): Promise<number>;
+  /** Version of one set: bumped by every write transaction touching it. */
+  setVersion(setName: string): Promise<number>;
   /** Resources in `uri` order (binary). */
   resources(setName?: string): AsyncGenerator<ResourceRecord, void, undefined>;
   /** Changes in seq order. */
@@ -132,6 +134,8 @@ export interface SourceStore {
   readonly location: string;
   head(): Promise<StoreHead>;
   getResource(uri: string): Promise<ResourceRecord | undefined>;
+  /** Version of one set: bumped by every write transaction touching it (documents of the set depend on it). */
+  setVersion(setName: string): Promise<number>;
   countResources(setName?: string): Promise<number>;
   /**
    * Resources in binary `uri` order, paged (keyset) so writes may interleave; not a consistent view (use

@@ -164,7 +164,7 @@ describe('documents of a directory Source', () => {
       assert.equal(await source.resource(p), undefined, p);
     assert.equal(await source.document('/coll/resourcesync/nosuchset/capabilitylist.xml'), undefined);
     assert.equal(await source.document('/coll/resourcesync/texts/whatever.xml'), undefined);
-    assert.equal(await source.document('/coll/resourcesync/texts/resourcedump-s1-0001.zip'), undefined);
+    assert.equal(await source.document('/coll/resourcesync/texts/resourcedump-v1-0001.zip'), undefined);
     const r = await source.resource('/coll/texts/deep/a%20b%23c%25d%20%C3%A9.html');
     assert.ok(r !== undefined);
     assert.equal(r.contentType, 'text/html');

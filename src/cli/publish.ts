@@ -1,0 +1,270 @@
+/**
+ * `resourcesync publish <dir> --out <site-dir> --base-url URL`: every document and dump of a directory Source
+ * written as static files, for any web server or CDN. Running it again records what changed since the last
+ * run and extends the Change Lists (the state lives next to the output, or where `--state` says).
+ *
+ * Exit codes: 0 published; 1 publishing failed part-way (what was recorded is kept, run again); 2 bad
+ * arguments or an input/state/output path that cannot be used (nothing recorded is lost).
+ *
+ * @module
+ */
+import { copyFile, mkdir, stat, unlink, utimes } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { ResourceSyncError } from '../core/errors.js';
+import { type DirectorySource, openDirectorySource } from '../source/index.js';
+import { EXIT } from './exit.js';
+
+/** Options of {@link runPublish}. */
+export interface PublishOptions {
+  readonly dir: string;
+  readonly out: string;
+  readonly baseUrl: string;
+  readonly stateDir?: string;
+  readonly sets?: 'top-level' | 'single';
+  readonly maxEntries?: number;
+  readonly dumpMaxBytes?: number;
+  readonly dumpMaxFiles?: number;
+  readonly changeListMaxEntries?: number;
+  readonly changeListPeriodMs?: number;
+  readonly dumps?: boolean;
+  readonly copyResources?: boolean;
+  readonly json?: boolean;
+  /** Where text goes (tests pass their own). */
+  readonly stdout?: (text: string) => void;
+  readonly stderr?: (text: string) => void;
+  /** Show progress (default: stderr is a TTY and not --json). */
+  readonly progress?: boolean;
+}
+
+/** What a publish run did. */
+export interface PublishReport {
+  readonly out: string;
+  readonly stateDir: string;
+  readonly sourceDescription: string;
+  readonly sets: readonly string[];
+  readonly resources: number;
+  readonly files: number;
+  readonly created: number;
+  readonly updated: number;
+  readonly deleted: number;
+  readonly seq: number;
+  readonly copied: number;
+  readonly warnings: number;
+  /** First run: the inventory was taken, no change recorded. */
+  readonly baseline: boolean;
+}
+
+/** The default state directory: next to the output, hidden, so a web server serving the output never serves it. */
+export function defaultPublishState(out: string): string {
+  const abs = resolve(out);
+  return join(dirname(abs), `.${basename(abs)}.resourcesync-state`);
+}
+
+/**
+ * Publishes a directory. Returns the exit code; writes a summary (or JSON) to stdout, warnings and errors to
+ * stderr.
+ */
+export async function runPublish(options: PublishOptions): Promise<number> {
+  const stdout = options.stdout ?? ((t: string) => void process.stdout.write(t));
+  const stderr = options.stderr ?? ((t: string) => void process.stderr.write(t));
+  const progress = options.progress ?? (process.stderr.isTTY === true && options.json !== true);
+  const out = resolve(options.out);
+  const stateDir = resolve(options.stateDir ?? defaultPublishState(out));
+  let warnings = 0;
+  let source: DirectorySource | undefined;
+  const clearLine = (): void => {
+    if (progress) stderr('\r\x1b[K');
+  };
+  try {
+    try {
+      await mkdir(out, { recursive: true });
+      const st = await stat(out);
+      if (!st.isDirectory()) throw new Error('not a directory');
+    } catch (e) {
+      throw new ResourceSyncError('RS_CONFIG', `cannot use the output directory ${out}: ${(e as Error).message}`, {
+        cause: e,
+      });
+    }
+    const limits = {
+      ...(options.maxEntries === undefined ? {} : { maxEntriesPerDocument: options.maxEntries }),
+      ...(options.dumpMaxBytes === undefined ? {} : { dumpMaxBytes: options.dumpMaxBytes }),
+      ...(options.dumpMaxFiles === undefined ? {} : { dumpMaxFiles: options.dumpMaxFiles }),
+      ...(options.changeListMaxEntries === undefined ? {} : { changeListMaxEntries: options.changeListMaxEntries }),
+      ...(options.changeListPeriodMs === undefined ? {} : { changeListPeriodMs: options.changeListPeriodMs }),
+    };
+    source = await openDirectorySource({
+      dir: options.dir,
+      baseUrl: options.baseUrl,
+      stateDir,
+      siteDir: out,
+      scanOnOpen: false,
+      limits,
+      ...(options.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
+      onWarning: (m) => {
+        warnings++;
+        clearLine();
+        stderr(`resourcesync: warning: ${m}\n`);
+      },
+      onScanProgress: (n) => {
+        if (progress) stderr(`\r\x1b[Kscanning: ${n} files`);
+      },
+    });
+    const scan = await source.scan();
+    clearLine();
+    if (progress) stderr('writing documents...');
+    const report = await source.source.generateAll({ dumps: options.dumps !== false });
+    clearLine();
+    const copied = options.copyResources === true ? await copyResources(source, out) : 0;
+    const stats = await source.stats();
+    const result: PublishReport = {
+      out,
+      stateDir,
+      sourceDescription: source.sourceDescriptionUrl,
+      sets: report.sets,
+      resources: stats.resources,
+      files: report.files,
+      created: scan.created,
+      updated: scan.updated,
+      deleted: scan.deleted,
+      seq: stats.seq,
+      copied,
+      warnings,
+      baseline: scan.baseline === true,
+    };
+    if (options.json === true) stdout(`${JSON.stringify(result)}\n`);
+    else
+      stdout(
+        `published ${result.files} files for ${result.resources} resources in ${result.sets.length} set(s) to ${out}\n` +
+          (result.baseline
+            ? `  first run: inventory of ${result.resources} resources taken; later runs record changes\n`
+            : `  changes recorded this run: ${result.created} created, ${result.updated} updated, ${result.deleted} deleted (change log at ${result.seq})\n`) +
+          `  Source Description: ${result.sourceDescription}\n` +
+          (options.copyResources === true ? `  resources copied: ${copied}\n` : '') +
+          `  state: ${stateDir}\n`,
+      );
+    return EXIT.OK;
+  } catch (e) {
+    clearLine();
+    if (e instanceof ResourceSyncError) {
+      stderr(`resourcesync publish: ${e.message} [${e.code}]\n`);
+      // Paths and arguments that cannot be used: 2; a failure in the middle of the work: 1.
+      return e.code === 'RS_CONFIG' || e.code === 'RS_STORE' || e.code === 'RS_IO' ? EXIT.USAGE : EXIT.FAILED;
+    }
+    throw e;
+  } finally {
+    await source?.close();
+  }
+}
+
+/** Copies changed resources into the output (size + mtime check), removes deleted ones. Returns the count copied. */
+async function copyResources(source: DirectorySource, out: string): Promise<number> {
+  const basePath = decodeURIComponent(source.baseUrl.pathname).replace(/^\/+/, '');
+  const lastKey = 'publish:copied-through-seq';
+  const last = Number((await source.store.getMeta(lastKey)) ?? '0');
+  let copied = 0;
+  for await (const r of source.store.resources()) {
+    const dest = join(out, basePath, r.uri);
+    const st = await stat(dest).catch(() => undefined);
+    if (st !== undefined && st.size === r.length && Math.trunc(st.mtimeMs) === r.lastmodMs) continue;
+    await mkdir(dirname(dest), { recursive: true });
+    const tmp = `${dest}.resourcesync-tmp`;
+    await copyFile(join(source.root, r.uri), tmp);
+    await utimes(tmp, new Date(r.lastmodMs), new Date(r.lastmodMs));
+    const { rename } = await import('node:fs/promises');
+    await rename(tmp, dest);
+    copied++;
+  }
+  const snap = await source.store.snapshot();
+  try {
+    for await (const c of snap.changes({ afterSeq: last }))
+      if (c.change === 'deleted' && (await source.store.getResource(c.uri)) === undefined)
+        await unlink(join(out, basePath, c.uri)).catch(() => undefined);
+    await source.store.setMeta(lastKey, String(snap.head.seq));
+  } finally {
+    await snap.close();
+  }
+  return copied;
+}
+
+function positiveInteger(text: string): number {
+  if (!/^\d+$/.test(text) || Number(text) < 1) throw new InvalidArgumentError('a whole number >= 1 is expected');
+  return Number(text);
+}
+
+function duration(text: string): number {
+  const m = /^(\d+)(ms|s|m|h|d)?$/.exec(text);
+  if (m === null) throw new InvalidArgumentError('a duration like 3600s, 60m, 24h or 7d is expected');
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? 's'] ?? 1000;
+  return Number(m[1]) * unit;
+}
+
+const HELP = `
+Output layout (under --out, matching the URL paths of --base-url on its origin):
+  .well-known/resourcesync                          Source Description
+  <base path>/resourcesync/<set>/capabilitylist.xml  Capability List of each set
+  <base path>/resourcesync/<set>/resourcelist.xml    Resource List (or Resource List Index + parts)
+  <base path>/resourcesync/<set>/resourcedump.xml    Resource Dump + ZIP packages + manifest copies
+  <base path>/resourcesync/<set>/changelist.xml      Change List Index + Change Lists (last one open)
+  <base path>/resourcesync/<set>/changedump.xml      Change Dump + ZIP packages + manifest copies
+
+The resources themselves are expected to be served by the web server from the same base URL (the
+collection directory mounted at the base path); --copy-resources copies them into the output instead.
+Run publish again after the collection changed: the changes since the last run are recorded in the state
+directory and appended to the Change Lists; closed Change Lists are never rewritten. Hidden files and
+directories are not published; symbolic links leaving the collection are refused.
+
+Exit status:
+  0  published
+  1  publishing failed part-way (everything recorded so far is kept; run again)
+  2  bad arguments, a base URL that is not absolute http(s), a collection directory that cannot be read,
+     or a state/output directory that cannot be written (nothing already recorded is lost)
+
+Example:
+  resourcesync publish ./collection --out ./site --base-url https://example.org/data/
+`;
+
+/** Adds `publish` to the program. */
+export function register(program: Command): void {
+  program
+    .command('publish')
+    .description('write every ResourceSync document and dump of a directory as static files')
+    .argument('<dir>', 'the collection: every non-hidden file under it is a resource')
+    .requiredOption('--out <site-dir>', 'output directory (the document root of the web server for --base-url)')
+    .requiredOption('--base-url <url>', 'absolute http(s) URL the collection is served at')
+    .option(
+      '--state <dir>',
+      'state directory (store, kept versions); default: .<out-name>.resourcesync-state next to --out',
+    )
+    .addOption(
+      new Option('--sets <mode>', 'sets of resources: one for everything, or one per top-level folder')
+        .choices(['single', 'top-level'])
+        .default('single'),
+    )
+    .option('--max-entries <n>', 'entries per document before an index is used (default 50000)', positiveInteger)
+    .option('--dump-max-bytes <n>', 'bytes of bitstreams per dump package (default 268435456)', positiveInteger)
+    .option('--dump-max-files <n>', 'bitstreams per dump package (default: --max-entries)', positiveInteger)
+    .option('--changelist-max-entries <n>', 'changes per Change List before a new one opens', positiveInteger)
+    .option('--changelist-period <duration>', 'open a new Change List after this long (e.g. 24h, 7d)', duration)
+    .option('--no-dumps', 'do not write Resource Dumps and Change Dumps')
+    .option('--copy-resources', 'also copy the resources into the output (changed ones only)')
+    .option('--json', 'print a JSON summary on stdout')
+    .addHelpText('after', HELP)
+    .action(async (dir: string, o: Record<string, unknown>) => {
+      process.exitCode = await runPublish({
+        dir,
+        out: o['out'] as string,
+        baseUrl: o['baseUrl'] as string,
+        ...(typeof o['state'] === 'string' ? { stateDir: o['state'] } : {}),
+        sets: o['sets'] === 'top-level' ? 'top-level' : 'single',
+        ...(typeof o['maxEntries'] === 'number' ? { maxEntries: o['maxEntries'] } : {}),
+        ...(typeof o['dumpMaxBytes'] === 'number' ? { dumpMaxBytes: o['dumpMaxBytes'] } : {}),
+        ...(typeof o['dumpMaxFiles'] === 'number' ? { dumpMaxFiles: o['dumpMaxFiles'] } : {}),
+        ...(typeof o['changelistMaxEntries'] === 'number' ? { changeListMaxEntries: o['changelistMaxEntries'] } : {}),
+        ...(typeof o['changelistPeriod'] === 'number' ? { changeListPeriodMs: o['changelistPeriod'] } : {}),
+        dumps: o['dumps'] !== false,
+        copyResources: o['copyResources'] === true,
+        json: o['json'] === true,
+      });
+    });
+}
