@@ -71,16 +71,65 @@ export async function openRemoteDocument(
     ...(options.signal === undefined ? {} : { signal: options.signal }),
     maxBytes: options.maxBytes ?? client.maxDocumentBytes,
   });
+  const body = res.body[Symbol.asyncIterator]();
+  const source: AsyncIterable<Uint8Array> = { [Symbol.asyncIterator]: () => body };
   try {
-    return await openDocument(res.body, {
+    const doc = await openDocument(source, {
       ...options,
       url: res.url,
       maxBytes: options.maxBytes ?? client.maxDocumentBytes,
     });
+    return withClosingEntries(doc, async () => {
+      await body.return?.();
+    });
   } catch (e) {
-    await res.discard();
+    await body.return?.();
     throw e;
   }
+}
+
+/**
+ * The same document stream, whose `entries.return()` (or the end, or an error) always closes the network
+ * body, even when no entry was pulled (a generator that never started would not run its cleanup).
+ */
+export function withClosingEntries(doc: DocumentStream, close: () => Promise<void>): DocumentStream {
+  const inner = doc.entries;
+  let closed = false;
+  const finish = async (): Promise<void> => {
+    if (closed) return;
+    closed = true;
+    await close();
+  };
+  const entries: AsyncGenerator<Entry, void, undefined> = {
+    async next(): Promise<IteratorResult<Entry, void>> {
+      try {
+        const r = await inner.next();
+        if (r.done === true) await finish();
+        return r;
+      } catch (e) {
+        await finish();
+        throw e;
+      }
+    },
+    async return(): Promise<IteratorResult<Entry, void>> {
+      try {
+        return await inner.return(undefined);
+      } finally {
+        await finish();
+      }
+    },
+    async throw(e: unknown): Promise<IteratorResult<Entry, void>> {
+      try {
+        return await inner.throw(e);
+      } finally {
+        await finish();
+      }
+    },
+    [Symbol.asyncIterator]() {
+      return entries;
+    },
+  };
+  return { header: doc.header, issues: doc.issues, entries };
 }
 
 /** One parsed link of an HTTP `Link` header (RFC 8288). */
@@ -460,11 +509,16 @@ export async function discover(
       const kind = sniff(head, contentType);
       if (kind === 'xml') {
         try {
-          const doc = await openDocument(rest, {
-            url: res.url,
-            maxBytes: client.maxDocumentBytes,
-            ...(signal === undefined ? {} : { signal }),
-          });
+          const doc = withClosingEntries(
+            await openDocument(rest, {
+              url: res.url,
+              maxBytes: client.maxDocumentBytes,
+              ...(signal === undefined ? {} : { signal }),
+            }),
+            async () => {
+              await rest[Symbol.asyncIterator]().return?.();
+            },
+          );
           tried.push(`${res.url}: ${doc.header.kind}`);
           return { type: 'document', url: res.url, doc, links: headerLinks };
         } catch (e) {

@@ -325,6 +325,7 @@ export class HttpClient {
     const stats = this.stats;
     const signal = init.signal;
     let started = false;
+    let generator: AsyncGenerator<Uint8Array, void, undefined> | undefined;
     const raw = res.body;
     async function* iterate(): AsyncGenerator<Uint8Array, void, undefined> {
       let total = 0;
@@ -358,13 +359,18 @@ export class HttpClient {
         [Symbol.asyncIterator]() {
           if (started) throw new ResourceSyncError('RS_HTTP', 'response body iterated twice', { url });
           started = true;
-          return iterate();
+          generator = iterate();
+          return generator;
         },
       },
       async discard() {
-        if (started) return;
-        started = true;
-        await discardBody(raw);
+        if (!started) {
+          started = true;
+          await discardBody(raw);
+          return;
+        }
+        await generator?.return(undefined);
+        if (!raw.destroyed && !raw.readableEnded) raw.destroy();
       },
     };
   }
