@@ -37,6 +37,8 @@ export interface ScanContext {
   readonly bufferSize?: number;
   /** Files hashed at once (default 8). */
   readonly concurrency?: number;
+  /** Observer called after each read of a file being hashed (progress; tests change a file mid-read with it). */
+  readonly onRead?: (abs: string, attempt: number, bytesSoFar: number) => Promise<void> | void;
   /** Called every 1,000 files walked with the count so far (progress display). */
   readonly onProgress?: (files: number) => void;
 }
@@ -188,7 +190,11 @@ export type ReadResult =
 export async function readFileStable(
   abs: string,
   buffer: Buffer,
-  options: { readonly attempts?: number; readonly blobs?: BlobStore } = {},
+  options: {
+    readonly attempts?: number;
+    readonly blobs?: BlobStore;
+    readonly onRead?: (abs: string, attempt: number, bytesSoFar: number) => Promise<void> | void;
+  } = {},
 ): Promise<ReadResult & { blob?: BlobWriter }> {
   const attempts = options.attempts ?? 3;
   let lastMessage = '';
@@ -207,6 +213,7 @@ export async function readFileStable(
         const chunk = buffer.subarray(0, bytesRead);
         h.update(chunk);
         if (blob !== undefined) await blob.write(chunk);
+        await options.onRead?.(abs, attempt, h.length);
       }
       const after = await fh.stat({ bigint: true });
       const now = await stat(abs, { bigint: true }).catch(() => undefined);
@@ -296,8 +303,9 @@ export async function scanTree(
   const hashTask = (file: { rel: string; abs: string; stat: BigIntStats }, setName: string, old?: ResourceRecord) =>
     (async (): Promise<() => Promise<void>> => {
       const buffer = freeBuffers.pop() ?? Buffer.allocUnsafe(bufferSize);
-      const opts: { blobs?: BlobStore } = {};
+      const opts: { blobs?: BlobStore; onRead?: NonNullable<ScanContext['onRead']> } = {};
       if (ctx.blobs !== undefined && log) opts.blobs = ctx.blobs;
+      if (ctx.onRead !== undefined) opts.onRead = ctx.onRead;
       const res = await readFileStable(file.abs, buffer, opts).finally(() => freeBuffers.push(buffer));
       return async () => {
         stats.hashed++;
@@ -440,8 +448,9 @@ async function scanOne(ctx: ScanContext, rel: string, record: RecordBatch): Prom
   } else if (old === undefined || old.fileId !== fileIdOf(st) || old.setName !== setName) {
     stats.files++;
     stats.hashed++;
-    const opts: { blobs?: BlobStore } = {};
+    const opts: { blobs?: BlobStore; onRead?: NonNullable<ScanContext['onRead']> } = {};
     if (ctx.blobs !== undefined) opts.blobs = ctx.blobs;
+    if (ctx.onRead !== undefined) opts.onRead = ctx.onRead;
     const res = await readFileStable(
       abs,
       Buffer.allocUnsafe(Math.min(ctx.bufferSize ?? 1 << 20, Number(st.size) + 1)),
