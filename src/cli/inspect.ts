@@ -1,8 +1,8 @@
 /**
- * `resourcesync inspect [--json] <file-or-url>`: what a document is and holds: kind, header (capability,
+ * `resourcesync inspect [--json] [--walk] <file-or-url>`: what a document is and holds: kind, header (capability,
  * at/completed/from/until, links), entry count, time range of `<lastmod>` and `datetime`, changes by type,
  * capabilities listed, and the number of validation errors and warnings. Streams: memory does not grow with
- * the number of entries.
+ * the number of entries. With `--walk`, one line per document of the Source instead (see `walk.ts`).
  *
  * @module
  */
@@ -14,7 +14,8 @@ import { createValidator } from '../core/validate.js';
 import { openDocument } from '../xml/index.js';
 import { EXIT } from './exit.js';
 import { type InputOptions, isInputError, openInput } from './input.js';
-import { type CommandOutput, processOutput, seconds } from './validate.js';
+import { type CommandOutput, positiveInteger, processOutput, seconds } from './validate.js';
+import { walkDocuments } from './walk.js';
 
 /** Earliest and latest of a set of datetimes, as written. */
 export interface TimeRange {
@@ -140,9 +141,10 @@ export function formatSummary(s: DocumentSummary): string {
 /** Runs `inspect` and returns the exit code: 0 read, 1 not a readable document, 2 input unreadable. */
 export async function runInspect(
   arg: string,
-  options: InputOptions & { readonly json?: boolean } = {},
+  options: InputOptions & { readonly json?: boolean; readonly walk?: boolean; readonly maxDocuments?: number } = {},
   out: CommandOutput = processOutput,
 ): Promise<number> {
+  if (options.walk === true) return inspectWalk(arg, options, out);
   try {
     const s = await inspectInput(arg, options);
     out.stdout(options.json === true ? `${JSON.stringify(s)}\n` : formatSummary(s));
@@ -156,6 +158,40 @@ export async function runInspect(
   }
 }
 
+/** `inspect --walk`: one line per document of the Source, indented by depth (JSON lines with --json). */
+async function inspectWalk(
+  arg: string,
+  options: InputOptions & { readonly json?: boolean; readonly maxDocuments?: number },
+  out: CommandOutput,
+): Promise<number> {
+  let code: number = EXIT.OK;
+  const walk = walkDocuments(arg, options);
+  for await (const d of walk.documents) {
+    const indent = '  '.repeat(d.depth);
+    const o = d.outcome;
+    if ('unreadable' in o) {
+      if (d.depth === 0) code = EXIT.USAGE;
+      const { code: errorCode, message } = o.unreadable;
+      if (options.json === true)
+        out.stdout(`${JSON.stringify({ source: d.url, depth: d.depth, error: { code: errorCode, message } })}\n`);
+      else out.stdout(`${indent}${d.url}: cannot read: ${message} [${errorCode}]\n`);
+      continue;
+    }
+    const r = o.result;
+    if (d.depth === 0 && r.kind === 'unknown' && r.entries === 0 && !r.valid) code = EXIT.FAILED;
+    if (options.json === true) {
+      const { issues: _issues, ...counts } = r;
+      out.stdout(`${JSON.stringify({ source: d.url, depth: d.depth, ...counts })}\n`);
+    } else
+      out.stdout(
+        `${indent}${r.kind} ${d.url}: ${r.entries} ${r.entries === 1 ? 'entry' : 'entries'}, ${r.errors} error${r.errors === 1 ? '' : 's'}, ${r.warnings} warning${r.warnings === 1 ? '' : 's'}\n`,
+      );
+  }
+  if (walk.skipped() > 0)
+    out.stderr(`resourcesync: ${walk.skipped()} linked document(s) not visited (--max-documents)\n`);
+  return code;
+}
+
 /** Adds `inspect` to the program. */
 export function register(program: Command): void {
   program
@@ -163,6 +199,8 @@ export function register(program: Command): void {
     .description('summarise a ResourceSync document: kind, header, entries, time range, changes')
     .argument('<input>', 'a file or an http(s) URL')
     .option('--json', 'print the summary as one JSON object')
+    .option('--walk', 'list every document the input leads to, as a tree (kind, entries, errors, warnings)')
+    .option('--max-documents <n>', 'most documents visited with --walk (default: 100)', positiveInteger)
     .option('--timeout <seconds>', 'URL connect and response-headers timeout (default: 10)', seconds)
     .option('--body-timeout <seconds>', 'URL body idle timeout (default: 30)', seconds)
     .addHelpText(
@@ -177,6 +215,8 @@ Exit codes:
     .action(async (input: string, o: Record<string, unknown>) => {
       process.exitCode = await runInspect(input, {
         json: o['json'] === true,
+        walk: o['walk'] === true,
+        ...(typeof o['maxDocuments'] === 'number' ? { maxDocuments: o['maxDocuments'] } : {}),
         ...(typeof o['timeout'] === 'number' ? { timeoutMs: o['timeout'] } : {}),
         ...(typeof o['bodyTimeout'] === 'number' ? { bodyTimeoutMs: o['bodyTimeout'] } : {}),
       });

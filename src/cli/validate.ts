@@ -8,11 +8,12 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { ResourceSyncError } from '../core/errors.js';
 import { RULES } from '../core/rules.js';
-import type { DocumentKind } from '../core/model.js';
+import type { DocumentHeader, DocumentKind, Entry } from '../core/model.js';
 import { issueFromError, type ValidationIssue, type ValidationResult, validateStream } from '../core/validate.js';
 import { openDocument } from '../xml/index.js';
 import { EXIT } from './exit.js';
 import { type InputOptions, isInputError, openInput } from './input.js';
+import { walkDocuments } from './walk.js';
 
 /** Where a command writes; tests pass their own. */
 export interface CommandOutput {
@@ -58,11 +59,23 @@ export type DocumentOutcome =
   | { readonly source: string; readonly result: ValidationResult }
   | { readonly source: string; readonly unreadable: ResourceSyncError };
 
+/** Hooks of {@link validateInput}, used by the walker. */
+export interface ValidateHooks {
+  /** Called once the header is read, with the final URL; returns issues to add (rules between documents). */
+  readonly onHeader?: (header: DocumentHeader, url: string) => readonly ValidationIssue[];
+  /** Called with every entry, in order. */
+  readonly onEntry?: (entry: Entry) => void;
+}
+
 /**
  * Reads and validates one file or URL, streaming (memory bounded as `validateStream` states).
  * Malformed documents give a result with the reader's error as an issue; unreadable inputs give `unreadable`.
  */
-export async function validateInput(arg: string, options: ValidateCommandOptions = {}): Promise<DocumentOutcome> {
+export async function validateInput(
+  arg: string,
+  options: ValidateCommandOptions = {},
+  hooks: ValidateHooks = {},
+): Promise<DocumentOutcome> {
   let input: Awaited<ReturnType<typeof openInput>>;
   try {
     input = await openInput(arg, options);
@@ -77,8 +90,13 @@ export async function validateInput(arg: string, options: ValidateCommandOptions
     rethrow: isInputError,
   };
   try {
-    const stream = await openDocument(input.bytes, { url: input.url ?? arg });
-    return { source: arg, result: await validateStream(stream, validateOptions) };
+    const url = input.url ?? arg;
+    const stream = await openDocument(input.bytes, { url });
+    const extra = hooks.onHeader?.(stream.header, url) ?? [];
+    const onEntry = hooks.onEntry;
+    const entries = onEntry === undefined ? stream.entries : tap(stream.entries, onEntry);
+    const result = await validateStream({ header: stream.header, entries, issues: stream.issues }, validateOptions);
+    return { source: arg, result: withIssues(result, extra) };
   } catch (e) {
     if (isInputError(e)) return { source: arg, unreadable: e };
     if (e instanceof ResourceSyncError) {
@@ -94,6 +112,26 @@ export async function validateInput(arg: string, options: ValidateCommandOptions
   }
 }
 
+async function* tap(entries: AsyncIterable<Entry>, f: (e: Entry) => void): AsyncGenerator<Entry> {
+  for await (const e of entries) {
+    f(e);
+    yield e;
+  }
+}
+
+/** A result with document-level issues added in front. */
+function withIssues(r: ValidationResult, extra: readonly ValidationIssue[]): ValidationResult {
+  if (extra.length === 0) return r;
+  const errors = extra.filter((i) => i.severity === 'error').length;
+  return {
+    ...r,
+    issues: [...extra, ...r.issues],
+    errors: r.errors + errors,
+    warnings: r.warnings + extra.length - errors,
+    valid: r.valid && errors === 0,
+  };
+}
+
 /** Formats an issue as `source:line: severity code message (section)`. */
 export function formatIssue(source: string, i: ValidationIssue): string {
   const where = i.line !== undefined ? `${source}:${i.line}` : source;
@@ -102,30 +140,32 @@ export function formatIssue(source: string, i: ValidationIssue): string {
 }
 
 /**
- * Runs `validate` over the inputs, one after the other, and returns the exit code
- * (0 valid, 1 a document has an error, 2 an input cannot be read).
+ * Runs `validate` over the inputs, one after the other (with `walk`, every document each one leads to), and
+ * returns the exit code (0 valid, 1 a document has an error, 2 an input cannot be read).
  */
 export async function runValidate(
   inputs: readonly string[],
-  options: ValidateCommandOptions = {},
+  options: ValidateCommandOptions & { readonly walk?: boolean; readonly maxDocuments?: number } = {},
   out: CommandOutput = processOutput,
 ): Promise<number> {
   let code: number = EXIT.OK;
   let valid = 0;
   let invalid = 0;
   let unreadable = 0;
-  for (const arg of inputs) {
-    const outcome = await validateInput(arg, options);
+  const json = options.json === true;
+  const report = (outcome: DocumentOutcome, walked?: { depth: number; parent?: string }): void => {
+    const arg = outcome.source;
+    const where = walked === undefined ? {} : { depth: walked.depth, parent: walked.parent };
     if ('unreadable' in outcome) {
       unreadable++;
       code = EXIT.USAGE;
       const e = outcome.unreadable;
-      if (options.json === true)
+      if (json)
         out.stdout(
-          `${JSON.stringify({ source: arg, readable: false, error: { code: e.code, message: e.message } })}\n`,
+          `${JSON.stringify({ source: arg, ...where, readable: false, error: { code: e.code, message: e.message } })}\n`,
         );
       else out.stderr(`resourcesync: ${e.message} [${e.code}]\n`);
-      continue;
+      return;
     }
     const r = outcome.result;
     const ok = r.valid && (options.strict !== true || r.warnings === 0);
@@ -134,30 +174,34 @@ export async function runValidate(
       invalid++;
       if (code === EXIT.OK) code = EXIT.FAILED;
     }
-    if (options.json === true) {
-      out.stdout(
-        `${JSON.stringify({
-          source: arg,
-          readable: true,
-          kind: r.kind,
-          entries: r.entries,
-          valid: r.valid,
-          errors: r.errors,
-          warnings: r.warnings,
-          suppressed: r.suppressed,
-          issues: r.issues,
-        })}\n`,
-      );
-      continue;
+    if (json) {
+      const { issues, ...counts } = r;
+      out.stdout(`${JSON.stringify({ source: arg, ...where, readable: true, ...counts, issues })}\n`);
+      return;
     }
     let text = '';
     for (const i of r.issues) text += `${formatIssue(arg, i)}\n`;
     const more = r.suppressed > 0 ? ` (${r.suppressed} not shown)` : '';
     text += `${arg}: ${r.kind}, ${r.entries} ${r.entries === 1 ? 'entry' : 'entries'}: ${plural(r.errors, 'error')}, ${plural(r.warnings, 'warning')}${more}${ok ? '' : ' - INVALID'}\n`;
     out.stdout(text);
+  };
+  let documents = 0;
+  for (const arg of inputs) {
+    if (options.walk !== true) {
+      documents++;
+      report(await validateInput(arg, options));
+      continue;
+    }
+    const walk = walkDocuments(arg, options);
+    for await (const d of walk.documents) {
+      documents++;
+      report(d.outcome, { depth: d.depth, ...(d.context === undefined ? {} : { parent: d.context.parentUrl }) });
+    }
+    if (walk.skipped() > 0)
+      out.stderr(`resourcesync: ${walk.skipped()} linked document(s) not visited (--max-documents)\n`);
   }
-  if (options.json !== true && inputs.length > 1)
-    out.stdout(`${inputs.length} documents: ${valid} valid, ${invalid} invalid, ${unreadable} unreadable\n`);
+  if (!json && documents > 1)
+    out.stdout(`${documents} documents: ${valid} valid, ${invalid} invalid, ${unreadable} unreadable\n`);
   return code;
 }
 
@@ -206,6 +250,11 @@ export function register(program: Command): void {
     .option('--json', 'one JSON object per document (JSON lines): source, kind, entries, issues')
     .addOption(new Option('--expect <kind>', 'the kind every document must be').choices(DOCUMENT_KINDS))
     .option('--strict', 'warnings make a document invalid too')
+    .option(
+      '--walk',
+      'also validate every document each input leads to (Capability Lists, capability documents, index members, dump manifests), and the links between them',
+    )
+    .option('--max-documents <n>', 'most documents visited per input with --walk (default: 100)', positiveInteger)
     .option('--timeout <seconds>', 'URL connect and response-headers timeout (default: 10)', seconds)
     .option('--body-timeout <seconds>', 'URL body idle timeout (default: 30)', seconds)
     .option('--max-entries <n>', 'entries allowed in one document', positiveInteger, 50_000)
@@ -227,6 +276,8 @@ ${EXIT_HELP}`,
       process.exitCode = await runValidate(inputs, {
         json: o['json'] === true,
         strict: o['strict'] === true,
+        walk: o['walk'] === true,
+        ...(typeof o['maxDocuments'] === 'number' ? { maxDocuments: o['maxDocuments'] } : {}),
         ...(typeof o['expect'] === 'string' ? { expect: o['expect'] as DocumentKind } : {}),
         ...(typeof o['timeout'] === 'number' ? { timeoutMs: o['timeout'] } : {}),
         ...(typeof o['bodyTimeout'] === 'number' ? { bodyTimeoutMs: o['bodyTimeout'] } : {}),

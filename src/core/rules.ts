@@ -275,6 +275,25 @@ export const RULES = [
     'N-§2.1',
     'a framework notification change type that Table 2.1 does not list for that capability',
   ),
+  // Between documents (when walking a Source)
+  rule(
+    'capability-mismatch',
+    'error',
+    '§6.1',
+    'a document whose capability differs from what the document listing it advertised',
+  ),
+  rule(
+    'up-target-mismatch',
+    'error',
+    '§6.2, §9–§13',
+    'an up link that does not point to the Capability List (or Source Description) listing the document',
+  ),
+  rule(
+    'index-link-recommended',
+    'warning',
+    '§10.1, §11.1, §12.1, §13.1',
+    'a document listed in an index without <rs:ln rel="index"> to that index',
+  ),
   // Documents that cannot be read (the reader's error codes, see errors.ts)
   rule('RS_XML_SYNTAX', 'error', 'XML 1.0', 'the document is not well-formed XML'),
   rule('RS_XML_DTD', 'error', 'XML 1.0', 'a DTD or entity declaration (refused for safety)'),

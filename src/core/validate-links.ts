@@ -1,0 +1,164 @@
+/**
+ * Rules between documents (§6.1, §6.2, §9–§13): what a document must say about the document that listed it.
+ * Used when walking a Source from its Source Description or a Capability List down to the capability
+ * documents, their indexes and dump manifests. Pure: the caller fetches, these functions only compare.
+ *
+ * @module
+ */
+import { RELATIONS } from './constants.js';
+import type { DocumentHeader, DocumentKind, Entry } from './model.js';
+import { RULES_BY_CODE } from './rules.js';
+import type { ValidationIssue } from './validate.js';
+
+/** How a document was reached: from which document, and what that document said it is. */
+export interface LinkContext {
+  /** URL of the document that listed this one. */
+  readonly parentUrl: string;
+  readonly parentKind: DocumentKind;
+  /** Capability the parent advertised for this document (entry `capability`, the index's own, or a manifest). */
+  readonly capability: string;
+  /** Where this document's `up` link must point: the Source Description (for a Capability List) or the Capability List. */
+  readonly upUrl?: string;
+  /** The index that lists this document, when it was reached through one. */
+  readonly indexUrl?: string;
+}
+
+/** A document to visit next, found in an entry. */
+export interface ChildLink {
+  readonly url: string;
+  readonly context: LinkContext;
+}
+
+/** Capabilities whose documents a Capability List points to and a walker follows (§9). */
+const FOLLOWED = new Set(['resourcelist', 'resourcedump', 'changelist', 'changedump']);
+const INDEX_KINDS = new Set<DocumentKind>([
+  'resource-list-index',
+  'resource-dump-index',
+  'change-list-index',
+  'change-dump-index',
+]);
+
+function isHttp(url: string): boolean {
+  return /^https?:\/\//i.test(url);
+}
+
+/**
+ * The documents an entry points to that are ResourceSync documents themselves: Capability Lists from a Source
+ * Description, capability documents from a Capability List, the members of an index, and the manifests a
+ * dump links with `contents` (§11.1, §13.1). Only http(s) URLs (notification channels are `ws:`).
+ *
+ * @param parent the header and URL of the document holding the entry
+ * @param parentContext how the parent itself was reached (to carry the Capability List URL down)
+ */
+export function childLinks(
+  parent: { readonly header: DocumentHeader; readonly url: string; readonly kind: DocumentKind },
+  entry: Entry,
+  parentContext?: LinkContext,
+): ChildLink[] {
+  const { url, kind } = parent;
+  const out: ChildLink[] = [];
+  const base = { parentUrl: url, parentKind: kind };
+  // A document read from a file has no URL its children could point back to: no up/index comparison then.
+  const self = isHttp(url) ? { upUrl: url } : {};
+  if (kind === 'source-description') {
+    if (isHttp(entry.loc)) out.push({ url: entry.loc, context: { ...base, capability: 'capabilitylist', ...self } });
+  } else if (kind === 'capability-list') {
+    const c = entry.md?.capability;
+    if (c !== undefined && FOLLOWED.has(c) && isHttp(entry.loc))
+      out.push({ url: entry.loc, context: { ...base, capability: c, ...self } });
+  } else if (INDEX_KINDS.has(kind)) {
+    const c = parent.header.md?.capability;
+    const upUrl = parentContext?.upUrl ?? parent.header.links.find((l) => l.rel === RELATIONS.up)?.href;
+    if (c !== undefined && isHttp(entry.loc))
+      out.push({
+        url: entry.loc,
+        context: {
+          ...base,
+          capability: c,
+          ...(isHttp(url) ? { indexUrl: url } : {}),
+          ...(upUrl === undefined ? {} : { upUrl }),
+        },
+      });
+  } else if (kind === 'resource-dump' || kind === 'change-dump') {
+    const manifest = kind === 'resource-dump' ? 'resourcedump-manifest' : 'changedump-manifest';
+    const upUrl = parentContext?.upUrl ?? parent.header.links.find((l) => l.rel === RELATIONS.up)?.href;
+    for (const l of entry.links)
+      if (l.rel === RELATIONS.contents && isHttp(l.href))
+        out.push({
+          url: l.href,
+          context: { ...base, capability: manifest, ...(upUrl === undefined ? {} : { upUrl }) },
+        });
+  }
+  return out;
+}
+
+/** Compares URLs loosely: scheme and host case, default ports and an empty path do not matter. */
+export function sameUrl(a: string, b: string): boolean {
+  return normalize(a) === normalize(b);
+}
+
+function normalize(u: string): string {
+  const m = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]*)(.*)$/i.exec(u.trim());
+  if (m === null) return u.trim();
+  const scheme = (m[1] ?? '').toLowerCase();
+  let host = (m[2] ?? '').toLowerCase();
+  if ((scheme === 'http' && host.endsWith(':80')) || (scheme === 'https' && host.endsWith(':443')))
+    host = host.slice(0, host.lastIndexOf(':'));
+  const rest = m[3] === '' ? '/' : (m[3] ?? '/');
+  return `${scheme}://${host}${rest}`;
+}
+
+function issue(code: string, message: string, attribute?: string): ValidationIssue {
+  const rule = RULES_BY_CODE.get(code);
+  if (rule === undefined) throw new Error(`unknown rule ${code}`);
+  const i: { -readonly [K in keyof ValidationIssue]: ValidationIssue[K] } = {
+    code,
+    severity: rule.severity,
+    message,
+    section: rule.section,
+    element: attribute === 'capability' ? 'rs:md' : 'rs:ln',
+  };
+  if (attribute !== undefined) i.attribute = attribute;
+  return i;
+}
+
+/**
+ * The rules between a document and the one that listed it: same capability (§6.1), `up` to the Capability
+ * List or Source Description above it (§9–§13), `index` to the index it sits under (recommended, §10.1,
+ * §11.1, §12.1, §13.1).
+ */
+export function checkLinkedDocument(header: DocumentHeader, context: LinkContext): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  const capability = header.md?.capability;
+  if (capability !== undefined && capability !== context.capability)
+    issues.push(
+      issue(
+        'capability-mismatch',
+        `${context.parentUrl} lists this document as ${context.capability}, it says ${capability}`,
+        'capability',
+      ),
+    );
+  const ups = header.links.filter((l) => l.rel === RELATIONS.up);
+  if (context.upUrl !== undefined && ups.length > 0 && !ups.some((l) => sameUrl(l.href, context.upUrl as string)))
+    issues.push(
+      issue(
+        'up-target-mismatch',
+        `up points to ${ups[0]?.href}, not to ${context.upUrl}${context.capability === 'capabilitylist' ? ' (the Source Description)' : ' (the Capability List)'}`,
+        'href',
+      ),
+    );
+  if (context.indexUrl !== undefined) {
+    const idx = header.links.filter((l) => l.rel === RELATIONS.index);
+    if (!idx.some((l) => sameUrl(l.href, context.indexUrl as string)))
+      issues.push(
+        issue(
+          'index-link-recommended',
+          idx.length === 0
+            ? `no <rs:ln rel="index"> to the index that lists it (${context.indexUrl})`
+            : `the index link points to ${idx[0]?.href}, not to ${context.indexUrl}`,
+          'href',
+        ),
+      );
+  }
+  return issues;
+}
