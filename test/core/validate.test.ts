@@ -409,6 +409,11 @@ const CASES: Record<string, Case> = {
 
 /** Rules that only the reader can trigger (covered by the conformance and CLI tests, or by none yet). */
 const NOT_FROM_THE_MODEL = new Set([
+  // between documents: test/cli/walk.test.ts
+  'capability-mismatch',
+  'up-target-mismatch',
+  'index-link-recommended',
+  // from the reader: test/conformance/invalid-documents.test.ts
   'header-after-entries',
   'element-misplaced',
   'content-unexpected',
