@@ -146,7 +146,11 @@ export class ChannelClient {
     ws.on('ping', () => this.#touch(ws));
     ws.on('message', (data, isBinary) => {
       this.#touch(ws);
-      const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer | Buffer);
+      const bytes: Uint8Array = Array.isArray(data)
+        ? Buffer.concat(data)
+        : data instanceof ArrayBuffer
+          ? new Uint8Array(data)
+          : data;
       if (isBinary) this.#log('binary frame on a notification channel: parsing it as XML');
       this.#enqueue(async () => {
         try {
