@@ -7,8 +7,10 @@
 import { Command, CommanderError } from 'commander';
 import { ResourceSyncError } from '../core/errors.js';
 import { EXIT } from './exit.js';
+import { register as registerDemo } from './demo.js';
 import { register as registerHub } from './hub.js';
 import { register as registerInspect } from './inspect.js';
+import { register as registerServe } from './serve.js';
 import { register as registerPublish } from './publish.js';
 import { register as registerSync } from './sync.js';
 import { register as registerValidate } from './validate.js';
@@ -19,6 +21,8 @@ export type RegisterCommand = (program: Command) => void;
 const commands: RegisterCommand[] = [
   // Each subcommand module is imported below and listed here.
   registerHub,
+  registerServe,
+  registerDemo,
   registerValidate,
   registerInspect,
   registerPublish,

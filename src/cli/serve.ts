@@ -1,0 +1,280 @@
+/**
+ * `resourcesync serve <dir>`: a live ResourceSync Source for a directory tree. Also the engine of
+ * `resourcesync demo` ({@link runLiveSource}).
+ *
+ * @module
+ */
+import { constants as fsConstants } from 'node:fs';
+import { access, mkdir, stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import type { Command } from 'commander';
+import { ResourceSyncError } from '../core/errors.js';
+import { fileSource, openDocument } from '../xml/index.js';
+import { type DirectorySource, type DirectorySourceOptions, openDirectorySource } from '../source/index.js';
+import { createSourceServer, type RequestLogEntry } from '../source/server.js';
+import { EXIT } from './exit.js';
+
+/** What {@link runLiveSource} needs; the CLI options, parsed and checked. */
+export interface LiveSourceOptions {
+  readonly dir: string;
+  readonly port: number;
+  readonly host: string;
+  readonly baseUrl?: string;
+  readonly stateDir?: string;
+  readonly sets?: 'top-level';
+  readonly htmlLinks: boolean;
+  readonly watch: boolean;
+  readonly rescanSeconds?: number;
+  readonly json: boolean;
+  readonly log: boolean;
+  /** Heading printed before the URLs (text mode). */
+  readonly title?: string;
+  /** Resolves when the server should stop; default: the first SIGINT or SIGTERM. */
+  readonly until?: Promise<void>;
+}
+
+/** URLs a running Source advertises, read from its own Source Description and Capability Lists. */
+export interface AdvertisedUrls {
+  readonly sourceDescription: string;
+  readonly capabilityLists: readonly string[];
+  readonly resourceLists: readonly string[];
+}
+
+interface ServeCliOptions {
+  readonly baseUrl?: string;
+  readonly port: string;
+  readonly host: string;
+  readonly state?: string;
+  readonly sets?: string;
+  readonly htmlLinks?: boolean;
+  readonly watch: boolean;
+  readonly rescan?: string;
+  readonly json?: boolean;
+  readonly log?: boolean;
+}
+
+/** Parses a whole number option; RS_CONFIG naming the option otherwise. */
+export function parseWholeNumber(name: string, text: string, min: number, max: number): number {
+  if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) {
+    throw new ResourceSyncError('RS_CONFIG', `--${name} must be a whole number from ${min} to ${max}, not "${text}"`);
+  }
+  return Number(text);
+}
+
+/** Checks a base URL given on the command line: absolute http(s). */
+export function checkBaseUrl(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new ResourceSyncError('RS_CONFIG', `--base-url ${JSON.stringify(text)} is not an absolute URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ResourceSyncError('RS_CONFIG', `--base-url ${JSON.stringify(text)} is not an http(s) URL`);
+  }
+  return url.href;
+}
+
+/** The collection directory must exist and be a directory. */
+async function checkCollectionDir(dir: string): Promise<void> {
+  let st: Awaited<ReturnType<typeof stat>>;
+  try {
+    st = await stat(dir);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ResourceSyncError(
+      'RS_CONFIG',
+      code === 'ENOENT'
+        ? `collection directory ${dir} does not exist`
+        : `cannot read collection directory ${dir}: ${code}`,
+      { cause: e },
+    );
+  }
+  if (!st.isDirectory()) throw new ResourceSyncError('RS_CONFIG', `${dir} is not a directory`);
+}
+
+/** The state directory must be creatable and writable (a read-only disk is refused up front, naming it). */
+async function checkStateDir(dir: string): Promise<void> {
+  try {
+    await mkdir(dir, { recursive: true });
+    await access(dir, fsConstants.W_OK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why =
+      code === 'EROFS'
+        ? 'is on a read-only file system'
+        : code === 'EACCES'
+          ? 'is not writable'
+          : `cannot be used (${code})`;
+    throw new ResourceSyncError('RS_CONFIG', `state directory ${dir} ${why}`, { cause: e });
+  }
+}
+
+/** The Source Description, Capability Lists and Resource Lists (or indexes) the Source currently offers. */
+export async function readAdvertisedUrls(site: DirectorySource): Promise<AdvertisedUrls> {
+  const sourceDescription = site.sourceDescriptionUrl;
+  const capabilityLists: string[] = [];
+  const resourceLists: string[] = [];
+  for await (const e of entriesOf(site, sourceDescription)) capabilityLists.push(e.loc);
+  for (const cl of capabilityLists) {
+    for await (const e of entriesOf(site, cl)) {
+      if (e.md?.capability === 'resourcelist') resourceLists.push(e.loc);
+    }
+  }
+  return { sourceDescription, capabilityLists, resourceLists };
+}
+
+async function* entriesOf(site: DirectorySource, url: string) {
+  const file = await site.document(new URL(url).pathname);
+  if (file === undefined) return;
+  const doc = await openDocument(fileSource(file.path), { url });
+  yield* doc.entries;
+}
+
+function formatRequest(e: RequestLogEntry): string {
+  return `${new Date().toISOString()} ${e.method} ${e.target} ${e.status} ${e.bytes} ${e.ms}ms${e.aborted ? ' aborted' : ''}`;
+}
+
+function waitForSignal(): Promise<void> {
+  return new Promise<void>((done) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      done();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}
+
+/**
+ * Runs a live Source until SIGINT/SIGTERM (or `until`): listens first (so that port 0 can give the default base
+ * URL `http://<host>:<port>/`; requests meanwhile get 503), opens the directory Source, scans the tree against
+ * the stored inventory, prints the URLs, then watches the tree. Shutdown: the server stops accepting and
+ * finishes in-flight responses, then the Source closes its watcher and store.
+ *
+ * @throws ResourceSyncError RS_CONFIG for a missing directory, an unusable state directory, a bad base URL or
+ *   a port in use (each naming the path or port).
+ */
+export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
+  const dir = resolve(o.dir);
+  await checkCollectionDir(dir);
+  if (o.stateDir !== undefined) await checkStateDir(resolve(o.stateDir));
+  const baseUrlGiven = o.baseUrl === undefined ? undefined : checkBaseUrl(o.baseUrl);
+  const print = (obj: Record<string, unknown>, text: string): void => {
+    process.stdout.write(o.json ? `${JSON.stringify(obj)}\n` : `${text}\n`);
+  };
+  const warn = (message: string): void => {
+    if (o.json) process.stdout.write(`${JSON.stringify({ event: 'warning', message })}\n`);
+    else process.stderr.write(`resourcesync: warning: ${message}\n`);
+  };
+
+  let resolveSite: (s: DirectorySource) => void = () => {};
+  let rejectSite: (e: unknown) => void = () => {};
+  const sitePromise = new Promise<DirectorySource>((res, rej) => {
+    resolveSite = res;
+    rejectSite = rej;
+  });
+  sitePromise.catch(() => {}); // handled below; the server only needs to know it failed
+  const server = createSourceServer(sitePromise, {
+    htmlLinks: o.htmlLinks,
+    ...(o.log
+      ? {
+          onRequest: (e: RequestLogEntry) =>
+            o.json
+              ? process.stdout.write(`${JSON.stringify({ event: 'request', ...e })}\n`)
+              : process.stdout.write(`${formatRequest(e)}\n`),
+        }
+      : {}),
+    onError: (e, req) => warn(`${req.method} ${req.target}: ${e instanceof Error ? e.message : String(e)}`),
+  });
+  const stopSignal = o.until ?? waitForSignal();
+  const address = await server.listen(o.port, o.host);
+  let site: DirectorySource | undefined;
+  try {
+    const host = o.host === '0.0.0.0' || o.host === '::' ? 'localhost' : address.host;
+    const baseUrl = baseUrlGiven ?? `http://${host.includes(':') ? `[${host}]` : host}:${address.port}/`;
+    const options: DirectorySourceOptions = {
+      dir,
+      baseUrl,
+      watch: false,
+      onWarning: warn,
+      ...(o.stateDir === undefined ? {} : { stateDir: resolve(o.stateDir) }),
+      ...(o.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
+      ...(o.rescanSeconds === undefined ? {} : { rescanIntervalMs: o.rescanSeconds * 1000 }),
+    };
+    // Opening scans the tree against the stored inventory (the first scan of a new state is the baseline).
+    site = await openDirectorySource(options);
+    resolveSite(site);
+    const stats = await site.stats();
+    if (o.watch) await site.watch();
+    const urls = await readAdvertisedUrls(site);
+    if (o.json) {
+      print({ event: 'listening', url: address.url, baseUrl, dir, ...urls, ...stats }, '');
+    } else {
+      const lines = [
+        o.title ?? `Serving ${dir} as a ResourceSync Source`,
+        `  listening on        ${address.url}`,
+        `  base URL            ${baseUrl}`,
+        `  resources           ${stats.resources} in ${stats.sets.length} set(s), change log at ${stats.seq}`,
+        `  Source Description  ${urls.sourceDescription}`,
+        ...urls.capabilityLists.map((u) => `  Capability List     ${u}`),
+        ...urls.resourceLists.map((u) => `  Resource List       ${u}`),
+        o.watch ? '  watching for changes; Ctrl-C to stop' : '  not watching (--no-watch); Ctrl-C to stop',
+      ];
+      print({}, lines.join('\n'));
+    }
+    await stopSignal;
+  } catch (e) {
+    rejectSite(e);
+    await server.close();
+    await site?.close();
+    throw e;
+  }
+  if (!o.json) process.stdout.write('stopping...\n');
+  await server.close();
+  await site.close();
+  print({ event: 'stopped' }, 'stopped');
+}
+
+/** Registers `serve` on the program. */
+export function register(program: Command): void {
+  program
+    .command('serve')
+    .description('Serve a directory tree as a live ResourceSync Source (documents, dumps, resources over HTTP).')
+    .argument('<dir>', 'the collection: every file under it is a resource (hidden files are not)')
+    .option('--base-url <url>', 'public base URL of the resources (default: http://<host>:<port>/)')
+    .option('--port <n>', 'port to listen on (0 = any free port)', '8080')
+    .option('--host <addr>', 'address to listen on', '127.0.0.1')
+    .option('--state <dir>', 'where the inventory and change log are kept (default: next to <dir>)')
+    .option('--sets <mode>', 'resource sets: "top-level" gives one Capability List per top-level folder')
+    .option('--html-links', 'inject <link rel="resourcesync"> into the head of HTML resources')
+    .option('--no-watch', 'do not watch the tree (scan on start only)')
+    .option('--rescan <seconds>', 'periodic full rescan while watching, as a safety net')
+    .option('--json', 'one JSON object per line on stdout (listening + URLs, requests with --log, warnings)')
+    .option('--log', 'print one line per request')
+    .addHelpText(
+      'after',
+      '\nScans the tree against the stored inventory on start, then watches it; runs until SIGINT or SIGTERM.\n' +
+        'Exit codes: 0 stopped cleanly, 2 bad arguments, missing directory, unusable state directory or port in use.',
+    )
+    .action(async (dir: string, opts: ServeCliOptions) => {
+      if (opts.sets !== undefined && opts.sets !== 'top-level') {
+        throw new ResourceSyncError('RS_CONFIG', `--sets must be "top-level", not "${opts.sets}"`);
+      }
+      await runLiveSource({
+        dir,
+        port: parseWholeNumber('port', opts.port, 0, 65_535),
+        host: opts.host,
+        htmlLinks: opts.htmlLinks === true,
+        watch: opts.watch,
+        json: opts.json === true,
+        log: opts.log === true,
+        ...(opts.baseUrl === undefined ? {} : { baseUrl: opts.baseUrl }),
+        ...(opts.state === undefined ? {} : { stateDir: opts.state }),
+        ...(opts.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
+        ...(opts.rescan === undefined ? {} : { rescanSeconds: parseWholeNumber('rescan', opts.rescan, 1, 86_400) }),
+      });
+      process.exitCode = EXIT.OK;
+    });
+}

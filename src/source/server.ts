@@ -1,0 +1,482 @@
+/**
+ * The Source's HTTP server (ANSI/NISO Z39.99-2017 §6.3), built on `node:http` with keep-alive: it serves the
+ * Source Description at `/.well-known/resourcesync`, every generated document and dump, `/robots.txt`, and the
+ * resources of the collection, with the discovery `Link` header (§6.3.3, Example 10) and optionally the HTML
+ * `<link rel="resourcesync">` (Example 9).
+ *
+ * HTTP semantics (RFC 9110):
+ * - Only GET and HEAD (405 with `Allow: GET, HEAD` otherwise). HEAD sends the same headers as GET, no body.
+ * - `ETag` comes from the Source (`SiteFile.etag`, the stored hash); a response is never hashed. Derived
+ *   representations get derived tags: `"<tag>-gzip"` when compressed, `"<tag>-rsl<hash of the link URL>"`
+ *   when an HTML link was injected.
+ * - Conditional requests in the order of RFC 9110 §13.2.2: If-Match / If-Unmodified-Since (412),
+ *   If-None-Match (weak comparison, lists, `*`; 304), If-Modified-Since (304).
+ * - Range (single range) for every file (resources, documents, dump packages): 206 with `Content-Range`, 416
+ *   with `Content-Range: bytes *\/len`, If-Range (strong ETag or exact date). Several ranges in one request are
+ *   answered with the whole representation (200), as RFC 9110 §14.2 allows: no multipart/byteranges.
+ * - XML documents are gzip-compressed on the fly (zlib stream, no Content-Length then) when the client sends
+ *   `Accept-Encoding: gzip` and no Range; `Vary: Accept-Encoding` on every document response. A Range request
+ *   is always served from the identity encoding.
+ * - `Cache-Control`: documents `no-cache` (they change whenever the change log moves; revalidation by ETag is
+ *   cheap); resources `public, max-age=<resourceMaxAgeSeconds>` (default 60, 0 gives `no-cache`).
+ * - Request targets are checked before the Source maps them (400 for dot segments, encoded `/` `\` NUL,
+ *   malformed percent-encoding, raw non-ASCII); hidden (dot) segments are 404 without asking the Source. The
+ *   Source (`SourceSite.resource`) remains the authority on what is inside the collection.
+ * - Timeouts: headers, whole request, idle keep-alive, and an idle-socket timeout that drops clients that stop
+ *   reading (slow-client protection). Graceful {@link SourceServer.close}: stop accepting, let in-flight
+ *   responses finish until a deadline, then destroy the remaining connections.
+ *
+ * Memory per response: one 64 KiB read buffer (plus the socket's and zlib's buffers, bounded by their
+ * highWaterMarks), and for HTML link injection the first 64 KiB of the file. Nothing is buffered whole.
+ *
+ * @module
+ */
+import type { FileHandle } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { pipeline } from 'node:stream/promises';
+import { constants as zlibConstants, createGzip } from 'node:zlib';
+import { ResourceSyncError } from '../core/errors.js';
+import { type Segment, segmentsLength, sliceSegments, streamSegments } from './http/body.js';
+import { evaluatePreconditions, formatHttpDate, ifRangeAllows, type Validators } from './http/conditional.js';
+import { acceptsGzip, isCompressibleXml } from './http/encoding.js';
+import {
+  deriveEtag,
+  findHeadInsertion,
+  HTML_PREFIX_BYTES,
+  isHtml,
+  resourceSyncLinkElement,
+  shortTag,
+} from './http/html-link.js';
+import { evaluateRange, formatContentRange, formatUnsatisfiedRange } from './http/range.js';
+import { checkRequestTarget, hasHiddenSegment } from './http/request-target.js';
+import type { SiteFile, SourceSite } from './index.js';
+
+/** Options of {@link createSourceServer}. All times in milliseconds. */
+export interface SourceServerOptions {
+  /** Inject `<link rel="resourcesync" href="<capability list>"/>` into the head of HTML resources. Default false. */
+  readonly htmlLinks?: boolean;
+  /** `Cache-Control: public, max-age=N` on resources. Default 60; 0 gives `no-cache`. */
+  readonly resourceMaxAgeSeconds?: number;
+  /** Time to receive the request headers. Default 10 s. */
+  readonly headersTimeoutMs?: number;
+  /** Time to receive the whole request. Default 30 s. */
+  readonly requestTimeoutMs?: number;
+  /** How long an idle keep-alive connection is kept. Default 5 s. */
+  readonly keepAliveTimeoutMs?: number;
+  /** A socket with no activity (e.g. a client that stopped reading a response) for this long is destroyed. Default 60 s. */
+  readonly idleTimeoutMs?: number;
+  /** How long {@link SourceServer.close} waits for in-flight responses before destroying them. Default 5 s. */
+  readonly closeTimeoutMs?: number;
+  /** gzip level for XML documents (1-9). Default 6. */
+  readonly gzipLevel?: number;
+  /** Called once per finished (or aborted) request. */
+  readonly onRequest?: (entry: RequestLogEntry) => void;
+  /** Called with unexpected errors (a Source that throws, a file that vanished mid-response). */
+  readonly onError?: (error: unknown, request: { readonly method: string; readonly target: string }) => void;
+}
+
+/** One line of the request log. */
+export interface RequestLogEntry {
+  readonly method: string;
+  readonly target: string;
+  readonly status: number;
+  /** Bytes written to the socket for this response, headers included. */
+  readonly bytes: number;
+  readonly ms: number;
+  /** True when the client went away (or the server destroyed the connection) before the response ended. */
+  readonly aborted: boolean;
+}
+
+/** The address the server listens on. */
+export interface ListeningAddress {
+  readonly host: string;
+  readonly port: number;
+  /** `http://host:port/` (IPv6 hosts in brackets). */
+  readonly url: string;
+}
+
+/** A running (or not yet listening) Source server. */
+export interface SourceServer {
+  /** The underlying `node:http` server (e.g. to attach WebSocket upgrades). */
+  readonly httpServer: Server;
+  /** Starts listening; port 0 picks a free port. Rejects with RS_CONFIG naming the port when it is in use. */
+  listen(port?: number, host?: string): Promise<ListeningAddress>;
+  /**
+   * Stops accepting connections, closes idle keep-alive connections, lets in-flight responses finish until
+   * `closeTimeoutMs`, then destroys what remains. Does not close the Source.
+   */
+  close(): Promise<void>;
+}
+
+const ALLOW = 'GET, HEAD';
+
+/**
+ * Creates the HTTP server of a Source.
+ *
+ * `site` may be a promise (the server can listen before the Source is open, e.g. to learn the port for the
+ * base URL); requests get 503 with `Retry-After` until it resolves.
+ *
+ * @example
+ * ```ts
+ * const site = await openDirectorySource({ dir: './collection', baseUrl: 'http://localhost:8080/' });
+ * const server = createSourceServer(site, { htmlLinks: true });
+ * const { url } = await server.listen(8080, '127.0.0.1');
+ * // ... later
+ * await server.close();
+ * await site.close();
+ * ```
+ */
+export function createSourceServer(
+  site: SourceSite | Promise<SourceSite>,
+  options: SourceServerOptions = {},
+): SourceServer {
+  // A Source still opening (e.g. the server listens first so that port 0 can give the base URL) is answered
+  // with 503 + Retry-After until it is ready.
+  let current: SourceSite | undefined;
+  let startFailed = false;
+  if (site instanceof Promise) {
+    void site.then(
+      (s) => {
+        current = s;
+      },
+      () => {
+        startFailed = true;
+      },
+    );
+  } else current = site;
+  const closeTimeoutMs = options.closeTimeoutMs ?? 5_000;
+  const maxAge = options.resourceMaxAgeSeconds ?? 60;
+  const resourceCacheControl = maxAge > 0 ? `public, max-age=${Math.floor(maxAge)}` : 'public, no-cache';
+  const gzipLevel = options.gzipLevel ?? 6;
+  let closing = false;
+  let closePromise: Promise<void> | undefined;
+  const inFlight = new Set<ServerResponse>();
+  const busySockets = new WeakSet<Socket>();
+
+  const server = createServer(
+    {
+      headersTimeout: options.headersTimeoutMs ?? 10_000,
+      requestTimeout: options.requestTimeoutMs ?? 30_000,
+      keepAlive: true,
+      // How often Node checks headers/request timeouts; must not exceed them.
+      connectionsCheckingInterval: Math.min(1_000, options.headersTimeoutMs ?? 10_000),
+    },
+    (req, res) => {
+      void handle(req, res);
+    },
+  );
+  server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 5_000;
+  // No 'timeout' listener: Node destroys a socket idle for this long (a client that stopped reading).
+  server.setTimeout(options.idleTimeoutMs ?? 60_000);
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    // A response is being written on this socket (e.g. junk after a `Connection: close` request): let it finish;
+    // the parser will not read another request from this socket, so it closes after that response.
+    if (busySockets.has(socket)) return;
+    if (!socket.writable || err.code === 'ECONNRESET' || err.code === 'HPE_CLOSED_CONNECTION') {
+      socket.destroy();
+      return;
+    }
+    const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    const text =
+      status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request';
+    const body = `${status} ${text}\n`;
+    socket.end(
+      `HTTP/1.1 ${status} ${text}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = performance.now();
+    const method = req.method ?? 'GET';
+    const target = req.url ?? '/';
+    const socket = req.socket;
+    const writtenBefore = socket.bytesWritten;
+    inFlight.add(res);
+    busySockets.add(socket);
+    res.on('close', () => {
+      inFlight.delete(res);
+      busySockets.delete(socket);
+      options.onRequest?.({
+        method,
+        target,
+        status: res.statusCode,
+        bytes: socket.bytesWritten - writtenBefore,
+        ms: Math.round(performance.now() - started),
+        aborted: !res.writableFinished,
+      });
+      // A response that ends during close() leaves an idle keep-alive socket: close it now.
+      if (closing) setImmediate(() => server.closeIdleConnections());
+    });
+    if (closing) res.setHeader('Connection', 'close');
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    try {
+      await route(req, res, method, target);
+    } catch (e) {
+      options.onError?.(e, { method, target });
+      if (!res.headersSent) sendText(res, method, 500, 'Internal Server Error');
+      else res.destroy();
+    }
+  }
+
+  async function route(req: IncomingMessage, res: ServerResponse, method: string, target: string): Promise<void> {
+    if (method !== 'GET' && method !== 'HEAD') {
+      res.setHeader('Allow', ALLOW);
+      sendText(res, method, 405, `Method Not Allowed: ${method} (allowed: ${ALLOW})`);
+      return;
+    }
+    const checked = checkRequestTarget(target);
+    if (!checked.ok) {
+      sendText(res, method, 400, `Bad Request: ${checked.reason}`);
+      return;
+    }
+    const { pathname } = checked;
+    const site = current;
+    if (site === undefined) {
+      res.setHeader('Retry-After', '2');
+      sendText(res, method, 503, `Service Unavailable: the Source ${startFailed ? 'failed to start' : 'is starting'}`);
+      return;
+    }
+    if (pathname === '/robots.txt') {
+      const body = await site.robotsTxt();
+      res.setHeader('Cache-Control', 'no-cache');
+      sendText(res, method, 200, body, false);
+      return;
+    }
+    const doc = await site.document(pathname);
+    if (doc !== undefined) {
+      await sendFile(req, res, method, doc, 'document', undefined);
+      return;
+    }
+    if (hasHiddenSegment(pathname)) {
+      sendText(res, method, 404, `Not Found: ${pathname}`);
+      return;
+    }
+    const resource = await site.resource(pathname);
+    if (resource === undefined) {
+      sendText(res, method, 404, `Not Found: ${pathname}`);
+      return;
+    }
+    await sendFile(req, res, method, resource, 'resource', site.capabilityListUrl(pathname));
+  }
+
+  async function sendFile(
+    req: IncomingMessage,
+    res: ServerResponse,
+    method: string,
+    file: SiteFile,
+    kind: 'document' | 'resource',
+    capabilityList: string | undefined,
+  ): Promise<void> {
+    let handle: FileHandle;
+    try {
+      handle = await open(file.path, 'r');
+    } catch (e) {
+      // Listed by the Source but gone from disk (deleted a moment ago): not found, and tell the operator.
+      options.onError?.(new ResourceSyncError('RS_IO', `cannot open ${file.path}`, { cause: e }), {
+        method,
+        target: req.url ?? '',
+      });
+      sendText(res, method, 404, `Not Found: ${req.url ?? ''}`);
+      return;
+    }
+    try {
+      const size = (await handle.stat()).size;
+      if (size !== file.length) {
+        // The file changed after the Source recorded it; its ETag and length would be wrong. The watcher
+        // records the change shortly; ask the client to come back.
+        res.setHeader('Retry-After', '1');
+        sendText(res, method, 503, `Service Unavailable: ${req.url ?? ''} is changing, retry shortly`);
+        return;
+      }
+      let plan: Segment[] = [{ kind: 'file', start: 0, end: file.length }];
+      let etag = file.etag;
+      const alsoMatches: string[] = [];
+      if (kind === 'resource' && capabilityList !== undefined) {
+        res.setHeader('Link', `<${capabilityList}>; rel="resourcesync"`);
+        if (options.htmlLinks === true && isHtml(file.contentType)) {
+          const prefixLength = Math.min(HTML_PREFIX_BYTES, file.length);
+          const prefix = Buffer.alloc(prefixLength);
+          const { bytesRead } = await handle.read(prefix, 0, prefixLength, 0);
+          const at = findHeadInsertion(prefix.subarray(0, bytesRead));
+          if (at !== undefined) {
+            const link = Buffer.from(resourceSyncLinkElement(capabilityList), 'utf8');
+            plan = [
+              { kind: 'file', start: 0, end: at },
+              { kind: 'bytes', data: link },
+              { kind: 'file', start: at, end: file.length },
+            ];
+            etag = deriveEtag(file.etag, `rsl${shortTag(capabilityList)}`);
+          }
+        }
+      }
+      const length = segmentsLength(plan);
+      const rangeHeader = req.headers.range;
+      const gzip =
+        kind === 'document' &&
+        isCompressibleXml(file.contentType) &&
+        rangeHeader === undefined &&
+        acceptsGzip(req.headers['accept-encoding']);
+      if (gzip) {
+        alsoMatches.push(etag);
+        etag = deriveEtag(etag, 'gzip');
+      }
+      const validators: Validators = { etag, alsoMatches, lastModified: file.lastModified.getTime() };
+
+      res.setHeader('Content-Type', file.contentType);
+      res.setHeader('ETag', etag);
+      res.setHeader('Last-Modified', formatHttpDate(file.lastModified));
+      res.setHeader('Cache-Control', kind === 'document' ? 'no-cache' : resourceCacheControl);
+      if (kind === 'document' && isCompressibleXml(file.contentType)) res.setHeader('Vary', 'Accept-Encoding');
+      res.setHeader('Accept-Ranges', 'bytes');
+
+      const outcome = evaluatePreconditions(
+        {
+          method,
+          ifMatch: req.headers['if-match'],
+          ifNoneMatch: req.headers['if-none-match'],
+          ifModifiedSince: req.headers['if-modified-since'],
+          ifUnmodifiedSince: req.headers['if-unmodified-since'],
+        },
+        validators,
+      );
+      if (outcome === 'not-modified') {
+        res.removeHeader('Content-Type');
+        res.removeHeader('Accept-Ranges');
+        res.writeHead(304);
+        res.end();
+        return;
+      }
+      if (outcome === 'precondition-failed') {
+        res.removeHeader('Accept-Ranges');
+        sendText(res, method, 412, `Precondition Failed: ${req.url ?? ''}`);
+        return;
+      }
+
+      let status = 200;
+      if (rangeHeader !== undefined && ifRangeAllows(headerValue(req, 'if-range'), validators)) {
+        const r = evaluateRange(rangeHeader, length);
+        if (r.kind === 'unsatisfiable') {
+          res.setHeader('Content-Range', formatUnsatisfiedRange(length));
+          for (const h of ['ETag', 'Last-Modified', 'Accept-Ranges', 'Content-Type']) res.removeHeader(h);
+          sendText(res, method, 416, `Range Not Satisfiable: ${rangeHeader} (length ${length})`);
+          return;
+        }
+        if (r.kind === 'single') {
+          status = 206;
+          plan = sliceSegments(plan, r.range.start, r.range.end + 1);
+          res.setHeader('Content-Range', formatContentRange(r.range, length));
+        }
+      }
+
+      if (gzip) {
+        res.setHeader('Content-Encoding', 'gzip');
+        res.writeHead(status);
+        if (method === 'HEAD') {
+          res.end();
+          return;
+        }
+        const stream = handle.createReadStream({ start: 0, end: Math.max(0, file.length - 1), autoClose: false });
+        await pipeline(stream, createGzip({ level: gzipLevel, flush: zlibConstants.Z_NO_FLUSH }), res);
+        return;
+      }
+      res.setHeader('Content-Length', segmentsLength(plan));
+      res.writeHead(status);
+      if (method === 'HEAD' || segmentsLength(plan) === 0) {
+        res.end();
+        return;
+      }
+      const only = plan.length === 1 ? plan[0] : undefined;
+      if (only?.kind === 'file') {
+        await pipeline(handle.createReadStream({ start: only.start, end: only.end - 1, autoClose: false }), res);
+      } else {
+        await pipeline(streamSegments(handle, plan), res);
+      }
+    } catch (e) {
+      if (isClientGone(e, res)) return;
+      throw e;
+    } finally {
+      await handle.close();
+    }
+  }
+
+  function listen(port = 0, host = '127.0.0.1'): Promise<ListeningAddress> {
+    return new Promise((resolve, reject) => {
+      const onError = (e: NodeJS.ErrnoException) => {
+        server.off('listening', onListening);
+        if (e.code === 'EADDRINUSE') {
+          reject(new ResourceSyncError('RS_CONFIG', `port ${port} on ${host} is already in use`, { cause: e }));
+        } else if (e.code === 'EACCES') {
+          reject(
+            new ResourceSyncError('RS_CONFIG', `no permission to listen on port ${port} on ${host}`, { cause: e }),
+          );
+        } else if (e.code === 'EADDRNOTAVAIL' || e.code === 'ENOTFOUND') {
+          reject(new ResourceSyncError('RS_CONFIG', `cannot listen on host ${host}: ${e.code}`, { cause: e }));
+        } else reject(new ResourceSyncError('RS_IO', `cannot listen on ${host}:${port}: ${e.message}`, { cause: e }));
+      };
+      const onListening = () => {
+        server.off('error', onError);
+        const a = server.address() as AddressInfo;
+        const h = a.family === 'IPv6' ? `[${a.address}]` : a.address;
+        resolve({ host: a.address, port: a.port, url: `http://${h}:${a.port}/` });
+      };
+      server.once('error', onError);
+      server.once('listening', onListening);
+      server.listen(port, host);
+    });
+  }
+
+  function close(): Promise<void> {
+    if (closePromise) return closePromise;
+    closing = true;
+    closePromise = new Promise<void>((resolve) => {
+      if (!server.listening) {
+        server.closeAllConnections();
+        resolve();
+        return;
+      }
+      let timer: NodeJS.Timeout | undefined;
+      server.close(() => {
+        if (timer) clearTimeout(timer);
+        resolve();
+      });
+      server.closeIdleConnections();
+      timer = setTimeout(() => {
+        for (const res of inFlight) res.destroy();
+        server.closeAllConnections();
+      }, closeTimeoutMs);
+    });
+    return closePromise;
+  }
+
+  return { httpServer: server, listen, close };
+}
+
+/** A request header as one string (repeated fields joined with ", "). */
+function headerValue(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v.join(', ') : v;
+}
+
+/** A small text/plain response (errors, robots.txt). */
+function sendText(res: ServerResponse, method: string, status: number, text: string, newline = true): void {
+  const body = newline && !text.endsWith('\n') ? `${text}\n` : text;
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(body));
+  if (status >= 400) res.setHeader('Cache-Control', 'no-store');
+  res.end(method === 'HEAD' ? undefined : body);
+}
+
+/** True for the errors a pipeline ends with when the client went away or the socket was destroyed. */
+function isClientGone(e: unknown, res: ServerResponse): boolean {
+  const code = (e as NodeJS.ErrnoException | undefined)?.code;
+  return (
+    res.destroyed ||
+    code === 'ERR_STREAM_PREMATURE_CLOSE' ||
+    code === 'ECONNRESET' ||
+    code === 'EPIPE' ||
+    code === 'ERR_STREAM_DESTROYED'
+  );
+}

@@ -1,0 +1,158 @@
+// `resourcesync serve` and `resourcesync demo` as child processes: start on port 0, fetch, SIGTERM, exit 0;
+// bad input gives exit 2 and a message naming the path or port.
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+
+// From source (tsx) run src/cli/main.ts through tsx; compiled, run dist/src/cli/main.js.
+const fromSource = import.meta.url.endsWith('.ts');
+const MAIN = fileURLToPath(new URL(`../../src/cli/main.${fromSource ? 'ts' : 'js'}`, import.meta.url));
+const NODE_ARGS = fromSource ? ['--import', 'tsx'] : [];
+
+interface Run {
+  readonly child: ChildProcess;
+  readonly stdout: () => string;
+  readonly stderr: () => string;
+  readonly exit: Promise<number | null>;
+}
+
+function run(args: readonly string[]): Run {
+  const child = spawn(process.execPath, [...NODE_ARGS, MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
+  child.stderr!.on('data', (c: Buffer) => {
+    err += c.toString();
+  });
+  const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, stdout: () => out, stderr: () => err, exit };
+}
+
+/** Resolves with the first JSON line on stdout whose `event` is `name` (rejects if the process exits first). */
+function waitForEvent(r: Run, name: string, timeoutMs = 15_000): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`no ${name} event; stdout: ${r.stdout()} stderr: ${r.stderr()}`)),
+      timeoutMs,
+    );
+    const check = () => {
+      for (const line of r.stdout().split('\n')) {
+        if (!line.startsWith('{')) continue;
+        const obj = JSON.parse(line) as Record<string, unknown>;
+        if (obj.event === name) {
+          clearTimeout(timer);
+          r.child.stdout!.off('data', check);
+          resolve(obj);
+          return;
+        }
+      }
+    };
+    r.child.stdout!.on('data', check);
+    void r.exit.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited ${code} before ${name}; stderr: ${r.stderr()}`));
+    });
+  });
+}
+
+let root = '';
+before(async () => {
+  root = await mkdtemp(join(tmpdir(), 'rs-serve-cli-'));
+  await mkdir(join(root, 'c', 'sub'), { recursive: true });
+  await writeFile(join(root, 'c', 'hello.txt'), 'hello\n');
+  await writeFile(join(root, 'c', 'sub', 'a b.txt'), 'space\n');
+});
+after(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+describe('resourcesync serve', () => {
+  it('starts on port 0, serves the Source Description and resources, stops on SIGTERM with exit 0', async () => {
+    const r = run(['serve', join(root, 'c'), '--port', '0', '--state', join(root, 'state'), '--json', '--no-watch']);
+    const ev = await waitForEvent(r, 'listening');
+    const url = ev.url as string;
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/$/);
+    assert.equal(ev.sourceDescription, new URL('.well-known/resourcesync', url).href);
+    assert.ok((ev.capabilityLists as string[]).length >= 1);
+    assert.ok((ev.resourceLists as string[]).length >= 1);
+    const sd = await fetch(ev.sourceDescription as string);
+    assert.equal(sd.status, 200);
+    assert.match(await sd.text(), /capability="description"/);
+    const rl = await fetch((ev.resourceLists as string[])[0]!);
+    const text = await rl.text();
+    assert.ok(text.includes(`${url}sub/a%20b.txt`), text);
+    const res = await fetch(`${url}sub/a%20b.txt`);
+    assert.equal(await res.text(), 'space\n');
+    assert.match(res.headers.get('link') ?? '', /rel="resourcesync"/);
+    r.child.kill('SIGTERM');
+    assert.equal(await r.exit, 0, r.stderr());
+    assert.match(r.stdout(), /"event":"stopped"/);
+  });
+
+  it('restarts on the same state and serves again', async () => {
+    const r = run(['serve', join(root, 'c'), '--port', '0', '--state', join(root, 'state'), '--json', '--no-watch']);
+    const ev = await waitForEvent(r, 'listening');
+    assert.equal((await fetch(ev.sourceDescription as string)).status, 200);
+    r.child.kill('SIGINT');
+    assert.equal(await r.exit, 0, r.stderr());
+  });
+
+  it('port in use: exit 2 naming the port', async () => {
+    const blocker: Server = createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as { port: number }).port;
+    const r = run(['serve', join(root, 'c'), '--port', String(port), '--state', join(root, 'state2'), '--no-watch']);
+    const code = await r.exit;
+    blocker.close();
+    assert.equal(code, 2);
+    assert.match(r.stderr(), new RegExp(`port ${port}`));
+  });
+
+  it('missing directory, bad base URL, unusable state dir, bad port: exit 2 with a clear message', async () => {
+    const missing = join(root, 'missing');
+    // A state "directory" below a regular file cannot be created (works even as root, unlike chmod).
+    await writeFile(join(root, 'a-file'), 'x');
+    const state = join(root, 'a-file', 'state');
+    const cases: [string[], RegExp | string][] = [
+      [['serve', missing, '--port', '0'], missing],
+      ...['ftp://example.org/', 'not a url', '/relative/'].map((bad): [string[], RegExp] => [
+        ['serve', join(root, 'c'), '--port', '0', '--base-url', bad, '--state', join(root, 's3')],
+        /base-url|base URL/,
+      ]),
+      [['serve', join(root, 'c'), '--port', '0', '--state', state], state],
+      [['serve', join(root, 'c'), '--port', '70000'], /--port/],
+      [['serve', join(root, 'c'), '--sets', 'bogus'], /--sets/],
+    ];
+    // Run them side by side: each is a short-lived process.
+    const runs = cases.map(([args]) => run(args));
+    for (const [i, r] of runs.entries()) {
+      const [args, expected] = cases[i]!;
+      assert.equal(await r.exit, 2, args.join(' '));
+      if (typeof expected === 'string') assert.ok(r.stderr().includes(expected), r.stderr());
+      else assert.match(r.stderr(), expected);
+    }
+  });
+});
+
+describe('resourcesync demo', () => {
+  it('serves the bundled sample with HTML links, stops on SIGTERM with exit 0', async () => {
+    const r = run(['demo', '--port', '0', '--json']);
+    const ev = await waitForEvent(r, 'listening');
+    const url = ev.url as string;
+    const sd = await fetch(`${url}.well-known/resourcesync`);
+    assert.equal(sd.status, 200);
+    const page = await fetch(`${url}index.html`);
+    assert.match(await page.text(), /<link rel="resourcesync" href="[^"]+"\/>/);
+    const cafe = await fetch(`${url}docs/caf%C3%A9.txt`);
+    assert.equal(cafe.status, 200);
+    r.child.kill('SIGTERM');
+    assert.equal(await r.exit, 0, r.stderr());
+  });
+});

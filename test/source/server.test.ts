@@ -1,0 +1,429 @@
+// The Source server over real HTTP (loopback, port 0) against a real DirectorySource on a temp dir.
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { Agent, get as httpGet, request as httpRequest } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { gunzipSync } from 'node:zlib';
+import { isResourceSyncError } from '../../src/core/errors.js';
+import { type DirectorySource, openDirectorySource } from '../../src/source/index.js';
+import { createSourceServer, type RequestLogEntry, type SourceServer } from '../../src/source/server.js';
+import { fetchRaw, rawExchange, statusOf } from './server-helpers.js';
+
+const SECRET = 'TOP-SECRET-OUTSIDE-THE-COLLECTION';
+let root = '';
+let dir = '';
+let site: DirectorySource;
+let server: SourceServer;
+let port = 0;
+const log: RequestLogEntry[] = [];
+
+const files: Record<string, string | Buffer> = {
+  'hello.txt': 'Hello, world!\n',
+  'page.html': '<!DOCTYPE html>\n<html><head><title>t</title></head><body><p>page</p></body></html>\n',
+  'fragment.html': '<p>no head here</p>\n',
+  'a b/c#d.txt': 'space and hash\n',
+  '100% done.txt': 'percent\n',
+  'what?.txt': 'question mark\n',
+  'café/naïve 日本.txt': 'non-ascii\n',
+  'data/records.xml': '<?xml version="1.0"?><records><r/></records>\n',
+  'empty.txt': '',
+  '%2e%2e/literal.txt': 'a folder literally named %2e%2e\n',
+  '.hidden': SECRET,
+  '.git/config': SECRET,
+  'sub/.env': SECRET,
+};
+const big = Buffer.alloc(300_000);
+for (let i = 0; i < big.length; i++) big[i] = (i * 7 + (i >> 9)) & 0xff;
+
+before(async () => {
+  root = await mkdtemp(join(tmpdir(), 'rs-server-'));
+  dir = join(root, 'collection');
+  for (const [name, content] of Object.entries(files)) {
+    await mkdir(join(dir, name, '..'), { recursive: true });
+    await writeFile(join(dir, name), content);
+  }
+  await writeFile(join(dir, 'big.bin'), big);
+  await writeFile(join(root, 'secret.txt'), SECRET);
+  await mkdir(join(root, 'outside'));
+  await writeFile(join(root, 'outside', 'file.txt'), SECRET);
+  await symlink(join(root, 'secret.txt'), join(dir, 'escape.txt'));
+  await symlink(join(root, 'outside'), join(dir, 'outdir'));
+  await symlink('../../secret.txt', join(dir, 'data', 'rel-escape.txt'));
+  site = await openDirectorySource({
+    dir,
+    baseUrl: 'http://example.test/',
+    stateDir: join(root, 'state'),
+    watch: false,
+  });
+
+  server = createSourceServer(site, { onRequest: (e) => log.push(e), closeTimeoutMs: 2_000 });
+  port = (await server.listen(0, '127.0.0.1')).port;
+});
+
+after(async () => {
+  await server?.close();
+  await site?.close();
+  await rm(root, { recursive: true, force: true });
+});
+
+const enc = (name: string) => `/${name.split('/').map(encodeURIComponent).join('/')}`;
+
+describe('resources', () => {
+  it('GET: body, Content-Type, Content-Length, ETag from the store, Last-Modified, Link, Cache-Control', async () => {
+    const r = await fetchRaw(port, '/hello.txt');
+    assert.equal(r.status, 200);
+    assert.equal(r.body.toString(), files['hello.txt']);
+    assert.match(r.headers['content-type'] ?? '', /^text\/plain/);
+    assert.equal(r.headers['content-length'], String(Buffer.byteLength(files['hello.txt'] as string)));
+    const stored = await site.resource('/hello.txt');
+    assert.ok(stored);
+    assert.equal(r.headers.etag, stored.etag);
+    assert.match(r.headers.etag ?? '', /^"[^"]+"$/);
+    assert.equal(r.headers['last-modified'], stored.lastModified.toUTCString());
+    const capList = site.capabilityListUrl('/hello.txt');
+    assert.ok(capList);
+    assert.equal(r.headers.link, `<${capList}>; rel="resourcesync"`);
+    assert.match(r.headers['cache-control'] ?? '', /max-age=60/);
+    assert.equal(r.headers['accept-ranges'], 'bytes');
+    assert.equal(r.headers['x-content-type-options'], 'nosniff');
+  });
+
+  it('HEAD: the same headers, no body', async () => {
+    const g = await fetchRaw(port, '/big.bin');
+    const h = await fetchRaw(port, '/big.bin', { method: 'HEAD' });
+    assert.equal(h.status, 200);
+    assert.equal(h.body.length, 0);
+    for (const k of ['content-type', 'content-length', 'etag', 'last-modified', 'link', 'cache-control']) {
+      assert.equal(h.headers[k], g.headers[k], k);
+    }
+    assert.equal(g.body.length, big.length);
+    assert.ok(g.body.equals(big));
+  });
+
+  it('names with spaces, #, ?, %, non-ASCII: served at their percent-encoded URI', async () => {
+    for (const name of ['a b/c#d.txt', '100% done.txt', 'what?.txt', 'café/naïve 日本.txt', '%2e%2e/literal.txt']) {
+      const r = await fetchRaw(port, enc(name));
+      assert.equal(r.status, 200, name);
+      assert.equal(r.body.toString(), files[name], name);
+    }
+    const r = await fetchRaw(port, '/empty.txt');
+    assert.equal(r.status, 200);
+    assert.equal(r.headers['content-length'], '0');
+  });
+
+  it('every <loc> of the Resource List maps back to its file', async () => {
+    const sd = await fetchRaw(port, '/.well-known/resourcesync');
+    const capLists = [...sd.body.toString().matchAll(/<loc>([^<]+)<\/loc>/g)].map((m) => m[1]!);
+    assert.ok(capLists.length >= 1);
+    const seen = new Set<string>();
+    for (const cl of capLists) {
+      const capDoc = await fetchRaw(port, new URL(cl).pathname);
+      assert.equal(capDoc.status, 200, cl);
+      const rl = /<loc>([^<]+)<\/loc>\s*<rs:md capability="resourcelist"/.exec(capDoc.body.toString())?.[1];
+      assert.ok(rl, `resource list in ${cl}`);
+      const list = await fetchRaw(port, new URL(rl).pathname);
+      for (const m of list.body.toString().matchAll(/<loc>([^<]+)<\/loc>/g)) {
+        const loc = m[1]!.replace(/&amp;/g, '&');
+        const r = await fetchRaw(port, new URL(loc).pathname);
+        assert.equal(r.status, 200, loc);
+        seen.add(decodeURIComponent(new URL(loc).pathname.slice(1)));
+      }
+    }
+    for (const name of Object.keys(files)) {
+      if (name.split('/').some((s) => s.startsWith('.'))) assert.ok(!seen.has(name), name);
+      else assert.ok(seen.has(name), name);
+    }
+  });
+});
+
+describe('conditional requests', () => {
+  it('If-None-Match: exact, list, *, weak -> 304 without body; other tag -> 200', async () => {
+    const { headers } = await fetchRaw(port, '/hello.txt');
+    const etag = headers.etag!;
+    for (const inm of [etag, `"nope", ${etag}`, '*', `W/${etag}`]) {
+      const r = await fetchRaw(port, '/hello.txt', { headers: { 'If-None-Match': inm } });
+      assert.equal(r.status, 304, inm);
+      assert.equal(r.body.length, 0);
+      assert.equal(r.headers.etag, etag);
+    }
+    assert.equal((await fetchRaw(port, '/hello.txt', { headers: { 'If-None-Match': '"other"' } })).status, 200);
+  });
+  it('If-Modified-Since -> 304, older date -> 200; If-Match mismatch -> 412', async () => {
+    const { headers } = await fetchRaw(port, '/hello.txt');
+    const lm = headers['last-modified']!;
+    assert.equal((await fetchRaw(port, '/hello.txt', { headers: { 'If-Modified-Since': lm } })).status, 304);
+    const older = new Date(Date.parse(lm) - 60_000).toUTCString();
+    assert.equal((await fetchRaw(port, '/hello.txt', { headers: { 'If-Modified-Since': older } })).status, 200);
+    assert.equal((await fetchRaw(port, '/hello.txt', { headers: { 'If-Match': '"other"' } })).status, 412);
+  });
+  it('documents: 304 on their ETag, including the gzip one', async () => {
+    const plain = await fetchRaw(port, '/.well-known/resourcesync');
+    assert.equal(plain.status, 200);
+    const r = await fetchRaw(port, '/.well-known/resourcesync', { headers: { 'If-None-Match': plain.headers.etag! } });
+    assert.equal(r.status, 304);
+    const gz = await fetchRaw(port, '/.well-known/resourcesync', { headers: { 'Accept-Encoding': 'gzip' } });
+    const r2 = await fetchRaw(port, '/.well-known/resourcesync', {
+      headers: { 'Accept-Encoding': 'gzip', 'If-None-Match': gz.headers.etag! },
+    });
+    assert.equal(r2.status, 304);
+    assert.equal(r2.headers.etag, gz.headers.etag);
+  });
+});
+
+describe('ranges', () => {
+  const get = (range: string, extra: Record<string, string> = {}) =>
+    fetchRaw(port, '/big.bin', { headers: { Range: range, ...extra } });
+  it('a-b, a-, -n -> 206 with Content-Range and the right bytes', async () => {
+    const cases: [string, number, number][] = [
+      ['bytes=0-99', 0, 99],
+      ['bytes=1000-', 1000, big.length - 1],
+      ['bytes=-500', big.length - 500, big.length - 1],
+      ['bytes=299990-400000', 299_990, big.length - 1],
+    ];
+    for (const [range, s, e] of cases) {
+      const r = await get(range);
+      assert.equal(r.status, 206, range);
+      assert.equal(r.headers['content-range'], `bytes ${s}-${e}/${big.length}`);
+      assert.equal(r.headers['content-length'], String(e - s + 1));
+      assert.ok(r.body.equals(big.subarray(s, e + 1)), range);
+    }
+  });
+  it('unsatisfiable -> 416 with bytes */len; several ranges -> 200 whole; malformed -> 200', async () => {
+    const r = await get(`bytes=${big.length}-`);
+    assert.equal(r.status, 416);
+    assert.equal(r.headers['content-range'], `bytes */${big.length}`);
+    assert.match(r.body.toString(), /Range Not Satisfiable/);
+    const m = await get('bytes=0-1,5-6');
+    assert.equal(m.status, 200);
+    assert.equal(m.body.length, big.length);
+    assert.equal((await get('bytes=x-y')).status, 200);
+  });
+  it('If-Range: current ETag -> 206, stale ETag or date -> 200', async () => {
+    const { headers } = await fetchRaw(port, '/big.bin', { method: 'HEAD' });
+    assert.equal((await get('bytes=0-9', { 'If-Range': headers.etag! })).status, 206);
+    assert.equal((await get('bytes=0-9', { 'If-Range': '"stale"' })).status, 200);
+    assert.equal((await get('bytes=0-9', { 'If-Range': headers['last-modified']! })).status, 206);
+    assert.equal((await get('bytes=0-9', { 'If-Range': 'Mon, 01 Jan 2001 00:00:00 GMT' })).status, 200);
+  });
+  it('Range on a document (identity encoding even when gzip is accepted)', async () => {
+    const whole = await fetchRaw(port, '/.well-known/resourcesync');
+    const r = await fetchRaw(port, '/.well-known/resourcesync', {
+      headers: { Range: 'bytes=5-24', 'Accept-Encoding': 'gzip' },
+    });
+    assert.equal(r.status, 206);
+    assert.equal(r.headers['content-encoding'], undefined);
+    assert.ok(r.body.equals(whole.body.subarray(5, 25)));
+  });
+});
+
+describe('documents', () => {
+  it('Source Description: XML, no-cache, Vary, gzip decoded equals plain', async () => {
+    const plain = await fetchRaw(port, '/.well-known/resourcesync');
+    assert.equal(plain.status, 200);
+    assert.match(plain.headers['content-type'] ?? '', /xml/);
+    assert.equal(plain.headers['cache-control'], 'no-cache');
+    assert.equal(plain.headers.vary, 'Accept-Encoding');
+    assert.equal(plain.headers.link, undefined);
+    assert.match(plain.body.toString(), /capability="description"/);
+    const gz = await fetchRaw(port, '/.well-known/resourcesync', { headers: { 'Accept-Encoding': 'gzip, br' } });
+    assert.equal(gz.headers['content-encoding'], 'gzip');
+    assert.equal(gz.headers['content-length'], undefined);
+    assert.equal(gz.headers.vary, 'Accept-Encoding');
+    assert.notEqual(gz.headers.etag, plain.headers.etag);
+    assert.ok(gunzipSync(gz.body).equals(plain.body));
+    const head = await fetchRaw(port, '/.well-known/resourcesync', {
+      method: 'HEAD',
+      headers: { 'Accept-Encoding': 'gzip' },
+    });
+    assert.equal(head.body.length, 0);
+    assert.equal(head.headers['content-encoding'], 'gzip');
+    // A resource is never compressed.
+    const res = await fetchRaw(port, '/data/records.xml', { headers: { 'Accept-Encoding': 'gzip' } });
+    assert.equal(res.headers['content-encoding'], undefined);
+    assert.equal(res.body.toString(), files['data/records.xml']);
+  });
+  it('robots.txt names the Resource Lists', async () => {
+    const r = await fetchRaw(port, '/robots.txt');
+    assert.equal(r.status, 200);
+    assert.match(r.headers['content-type'] ?? '', /^text\/plain/);
+    assert.match(r.body.toString(), /^Sitemap: http:\/\/example\.test\/\S+$/m);
+  });
+});
+
+describe('errors', () => {
+  it('404 with a small text body; 405 with Allow; 400 for a bad target', async () => {
+    const nf = await fetchRaw(port, '/nope.txt');
+    assert.equal(nf.status, 404);
+    assert.match(nf.headers['content-type'] ?? '', /^text\/plain/);
+    assert.match(nf.body.toString(), /Not Found/);
+    for (const method of ['POST', 'PUT', 'DELETE', 'OPTIONS']) {
+      const r = await fetchRaw(port, '/hello.txt', { method });
+      assert.equal(r.status, 405, method);
+      assert.equal(r.headers.allow, 'GET, HEAD');
+    }
+    assert.equal((await fetchRaw(port, '/a%zz')).status, 400);
+  });
+  it('a directory is not a resource', async () => {
+    assert.equal((await fetchRaw(port, '/data')).status, 404);
+    assert.equal((await fetchRaw(port, '/data/')).status, 404);
+  });
+});
+
+describe('nothing outside the collection is served', () => {
+  const attempts = [
+    '/../secret.txt',
+    '/data/../../secret.txt',
+    '/%2e%2e/secret.txt',
+    '/%2E%2E/%2e%2e/secret.txt',
+    '/.%2e/secret.txt',
+    '/data%2f..%2f..%2fsecret.txt',
+    '/data/..%2F..%2Fsecret.txt',
+    '/..%5csecret.txt',
+    '/data\\..\\..\\secret.txt',
+    '/%252e%252e/secret.txt',
+    '/%252e%252e%252fsecret.txt',
+    '/hello.txt%00.html',
+    '/escape.txt',
+    '/outdir/file.txt',
+    '/data/rel-escape.txt',
+    '/.hidden',
+    '/.git/config',
+    '/%2egit/config',
+    '/sub/.env',
+    '/sub/%2Eenv',
+    '//secret.txt',
+    `/${encodeURIComponent(join('..', 'secret.txt'))}`,
+    `/${encodeURIComponent(join(tmpdir(), 'x'))}`,
+  ];
+  for (const path of attempts) {
+    it(`refuses ${path}`, async () => {
+      const r = await fetchRaw(port, path);
+      assert.ok(r.status === 400 || r.status === 404, `${path}: ${r.status}`);
+      assert.ok(!r.body.toString().includes(SECRET), path);
+    });
+  }
+  it('raw request lines with NUL, spaces and absolute paths are refused', async () => {
+    for (const target of ['/hello.txt\0', '/../../secret.txt', `${join(root, 'secret.txt')}`, '*', 'secret.txt']) {
+      const raw = await rawExchange(port, `GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      const status = statusOf(raw);
+      assert.ok(status === 400 || status === 404, `${JSON.stringify(target)} -> ${raw.slice(0, 60)}`);
+      assert.ok(!raw.includes(SECRET));
+    }
+  });
+  it('the engine itself refuses them too (site.resource)', async () => {
+    for (const path of attempts) {
+      assert.equal(await site.resource(path), undefined, path);
+    }
+  });
+});
+
+describe('HTML discovery links', () => {
+  let linked: SourceServer;
+  let lport = 0;
+  before(async () => {
+    linked = createSourceServer(site, { htmlLinks: true });
+    lport = (await linked.listen(0)).port;
+  });
+  after(() => linked.close());
+  it('injects <link rel="resourcesync"> into the head, with its own Content-Length and ETag', async () => {
+    const plain = await fetchRaw(port, '/page.html');
+    const r = await fetchRaw(lport, '/page.html');
+    const capList = site.capabilityListUrl('/page.html')!;
+    const link = `<link rel="resourcesync" href="${capList}"/>`;
+    const expected = (files['page.html'] as string).replace('<head>', `<head>${link}`);
+    assert.equal(r.body.toString(), expected);
+    assert.equal(r.headers['content-length'], String(Buffer.byteLength(expected)));
+    assert.notEqual(r.headers.etag, plain.headers.etag);
+    assert.equal(r.headers.link, `<${capList}>; rel="resourcesync"`);
+    // Conditional and Range requests apply to the injected representation.
+    assert.equal((await fetchRaw(lport, '/page.html', { headers: { 'If-None-Match': r.headers.etag! } })).status, 304);
+    const part = await fetchRaw(lport, '/page.html', { headers: { Range: 'bytes=20-80' } });
+    assert.equal(part.status, 206);
+    assert.equal(part.body.toString(), Buffer.from(expected).subarray(20, 81).toString());
+    const head = await fetchRaw(lport, '/page.html', { method: 'HEAD' });
+    assert.equal(head.headers['content-length'], r.headers['content-length']);
+  });
+  it('leaves HTML without a head, and other types, unchanged', async () => {
+    const r = await fetchRaw(lport, '/fragment.html');
+    assert.equal(r.body.toString(), files['fragment.html']);
+    assert.equal(r.headers.etag, (await site.resource('/fragment.html'))!.etag);
+    assert.equal((await fetchRaw(lport, '/hello.txt')).body.toString(), files['hello.txt']);
+  });
+});
+
+describe('connections', () => {
+  it('keeps connections alive across requests', async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const ports = new Set<number>();
+    for (let i = 0; i < 3; i++) {
+      await new Promise<void>((resolve, reject) => {
+        httpGet({ host: '127.0.0.1', port, path: '/hello.txt', agent }, (res) => {
+          ports.add(res.socket.localPort!);
+          res.resume();
+          res.on('end', resolve);
+        }).on('error', reject);
+      });
+    }
+    agent.destroy();
+    assert.equal(ports.size, 1);
+  });
+  it('logs one entry per request', async () => {
+    const before = log.length;
+    await fetchRaw(port, '/hello.txt');
+    await fetchRaw(port, '/nope');
+    const entries = log.slice(before);
+    assert.deepEqual(
+      entries.map((e) => [e.method, e.target, e.status, e.aborted]),
+      [
+        ['GET', '/hello.txt', 200, false],
+        ['GET', '/nope', 404, false],
+      ],
+    );
+    assert.ok(entries[0]!.bytes > Buffer.byteLength(files['hello.txt'] as string));
+  });
+  it('port in use: RS_CONFIG naming the port', async () => {
+    const other = createSourceServer(site);
+    await assert.rejects(other.listen(port, '127.0.0.1'), (e: unknown) => {
+      assert.ok(isResourceSyncError(e, 'RS_CONFIG'));
+      assert.match(e.message, new RegExp(`port ${port}`));
+      return true;
+    });
+    await other.close();
+  });
+  it('a Source still opening is answered with 503 and Retry-After', async () => {
+    let resolveSite: (s: DirectorySource) => void = () => {};
+    const pending = new Promise<DirectorySource>((r) => {
+      resolveSite = r;
+    });
+    const s = createSourceServer(pending);
+    const p = (await s.listen(0)).port;
+    const r = await fetchRaw(p, '/hello.txt');
+    assert.equal(r.status, 503);
+    assert.ok(r.headers['retry-after']);
+    resolveSite(site);
+    await pending;
+    assert.equal((await fetchRaw(p, '/hello.txt')).status, 200);
+    await s.close();
+  });
+  it('a GET with a body, framed or not, is still answered', async () => {
+    for (const headers of [{ 'Content-Length': '12' }, {}]) {
+      const r = await new Promise<string>((resolve, reject) => {
+        const req = httpRequest(
+          { host: '127.0.0.1', port, path: '/hello.txt', method: 'GET', agent: false, headers },
+          (res) => {
+            let body = '';
+            res.on('data', (c: Buffer) => {
+              body += c.toString();
+            });
+            res.on('end', () => resolve(`${res.statusCode} ${body}`));
+          },
+        );
+        req.on('error', reject);
+        req.end('ignored body');
+      });
+      assert.equal(r, `200 ${files['hello.txt']}`);
+    }
+  });
+});
