@@ -423,7 +423,7 @@ async function scanOne(ctx: ScanContext, rel: string, record: RecordBatch): Prom
   const changes: ChangeInput[] = [];
   const old = await ctx.store.getResource(rel);
   // Entries under `rel/` (when a directory was replaced by a file or removed).
-  for await (const r of ctx.store.resources({ after: `${rel}/` })) {
+  for await (const r of ctx.store.resources({ after: `${rel}/`, pageSize: 16 })) {
     if (!r.uri.startsWith(`${rel}/`)) break;
     changes.push({ uri: r.uri, change: 'deleted', setName: r.setName });
     stats.deleted++;

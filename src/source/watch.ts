@@ -1,13 +1,19 @@
 /**
- * Watching a tree: `fs.watch(root, { recursive: true })` (inotify on Linux, Node >= 20), debounced per path,
- * handed on in the order paths settled, plus a periodic full rescan as a safety net (events can be lost when
- * the kernel queue overflows, or on file systems without notifications).
+ * Watching a tree: one `fs.watch` (inotify) per directory, new directories watched as they appear, events
+ * debounced per path and handed on in the order paths settled, plus a periodic full rescan as a safety net
+ * (events can be lost when the kernel queue overflows, past the inotify watch limit, or on file systems
+ * without notifications).
  *
- * Memory: one timer and one map entry per path with a pending event.
+ * Not `fs.watch(root, { recursive: true })`: on Linux, Node 20 implements it in JavaScript with one watcher per
+ * file and synchronous directory reads on every event, which is quadratic in a burst of creations and runs
+ * out of inotify watches on large trees.
+ *
+ * Memory: one watcher per directory; one timer and one map entry per path with a pending event.
  *
  * @module
  */
 import { type FSWatcher, watch } from 'node:fs';
+import { lstat, readdir } from 'node:fs/promises';
 import { join, sep } from 'node:path';
 
 /** Options of {@link startWatching}. */
@@ -42,7 +48,6 @@ export async function startWatching(options: WatchOptions): Promise<WatchHandle>
   let rescanWanted = false;
   let working: Promise<void> | undefined;
   let closed = false;
-  let watcher: FSWatcher | undefined;
   const idleWaiters: (() => void)[] = [];
 
   const excluded = (abs: string): boolean =>
@@ -65,10 +70,12 @@ export async function startWatching(options: WatchOptions): Promise<WatchHandle>
           rescanWanted = false;
           ready.length = 0;
           readySet.clear();
+          await addDir('', true);
           await options.onRescan();
         } else {
           const batch = ready.splice(0, 5000);
           for (const p of batch) readySet.delete(p);
+          await updateWatchers(batch);
           await options.onPaths(batch);
         }
       } catch (e) {
@@ -105,29 +112,69 @@ export async function startWatching(options: WatchOptions): Promise<WatchHandle>
     );
   };
 
-  const start = (): void => {
-    try {
-      watcher = watch(options.root, { recursive: true, persistent: false }, (_type, filename) => {
-        if (filename === null || filename === undefined) {
-          rescanWanted = true;
-          pump();
-          return;
+  const watchers = new Map<string, FSWatcher>();
+  let limitWarned = false;
+
+  /** Watches a directory (relative; '' for the root) and the directories under it. */
+  const addDir = async (relDir: string, descendWatched = false): Promise<void> => {
+    if (closed || (watchers.has(relDir) && !descendWatched)) return;
+    const abs = relDir === '' ? options.root : join(options.root, relDir);
+    if (excluded(abs)) return;
+    if (!watchers.has(relDir))
+      try {
+        const w = watch(abs, { persistent: false }, (_type, filename) => {
+          if (filename === null || filename === undefined) {
+            rescanWanted = true;
+            pump();
+            return;
+          }
+          const name = filename.toString();
+          onEvent(relDir === '' ? name : `${relDir}/${name}`);
+        });
+        w.on('error', (e) => {
+          // The directory went away (or the watch broke): drop it; its parent's event or a rescan follows.
+          w.close();
+          if (watchers.get(relDir) === w) watchers.delete(relDir);
+          if ((e as NodeJS.ErrnoException).code !== 'ENOENT') {
+            options.onWarning(`watching ${abs} failed (${e.message}); rescanning`);
+            rescanWanted = true;
+            pump();
+          }
+        });
+        watchers.set(relDir, w);
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT' || code === 'ENOTDIR') return;
+        if (!limitWarned) {
+          limitWarned = true;
+          options.onWarning(
+            `cannot watch ${abs}: ${(e as Error).message}` +
+              (code === 'ENOSPC' ? ' (inotify watch limit: raise fs.inotify.max_user_watches)' : '') +
+              '; relying on periodic rescans there',
+          );
         }
-        onEvent(filename.toString());
-      });
-      watcher.on('error', (e) => {
-        options.onWarning(`watching ${options.root} failed (${e.message}); rescanning and watching again`);
-        watcher?.close();
-        watcher = undefined;
-        rescanWanted = true;
-        pump();
-        if (!closed) setTimeout(start, 1000).unref();
-      });
-    } catch (e) {
-      options.onWarning(`cannot watch ${options.root}: ${(e as Error).message}; relying on periodic rescans`);
+        return;
+      }
+    const entries = await readdir(abs, { withFileTypes: true }).catch(() => []);
+    for (const d of entries)
+      if (d.isDirectory() && !d.name.startsWith('.'))
+        await addDir(relDir === '' ? d.name : `${relDir}/${d.name}`, descendWatched);
+  };
+
+  /** Before paths are handed on: watch directories that appeared, drop watchers of those that went away. */
+  const updateWatchers = async (rels: readonly string[]): Promise<void> => {
+    for (const rel of rels) {
+      const st = await lstat(join(options.root, rel)).catch(() => undefined);
+      if (st?.isDirectory() === true) await addDir(rel);
+      else
+        for (const [d, w] of watchers)
+          if (d === rel || d.startsWith(`${rel}/`)) {
+            w.close();
+            watchers.delete(d);
+          }
     }
   };
-  start();
+  await addDir('');
 
   const interval =
     (options.rescanIntervalMs ?? 0) > 0
@@ -146,7 +193,8 @@ export async function startWatching(options: WatchOptions): Promise<WatchHandle>
       }),
     close: async () => {
       closed = true;
-      watcher?.close();
+      for (const w of watchers.values()) w.close();
+      watchers.clear();
       if (interval !== undefined) clearInterval(interval);
       for (const t of timers.values()) clearTimeout(t);
       timers.clear();
