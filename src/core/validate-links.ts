@@ -9,6 +9,7 @@ import { RELATIONS } from './constants.js';
 import type { DocumentHeader, DocumentKind, Entry } from './model.js';
 import { RULES_BY_CODE } from './rules.js';
 import type { ValidationIssue } from './validate.js';
+import { quote } from './validate-values.js';
 
 /** How a document was reached: from which document, and what that document said it is. */
 export interface LinkContext {
@@ -134,7 +135,7 @@ export function checkLinkedDocument(header: DocumentHeader, context: LinkContext
     issues.push(
       issue(
         'capability-mismatch',
-        `${context.parentUrl} lists this document as ${context.capability}, it says ${capability}`,
+        `${quote(context.parentUrl)} lists this document as ${quote(context.capability)}, it says ${quote(capability)}`,
         'capability',
       ),
     );
@@ -143,7 +144,7 @@ export function checkLinkedDocument(header: DocumentHeader, context: LinkContext
     issues.push(
       issue(
         'up-target-mismatch',
-        `up points to ${ups[0]?.href}, not to ${context.upUrl}${context.capability === 'capabilitylist' ? ' (the Source Description)' : ' (the Capability List)'}`,
+        `up points to ${quote(ups[0]?.href ?? '')}, not to ${quote(context.upUrl)}${context.capability === 'capabilitylist' ? ' (the Source Description)' : ' (the Capability List)'}`,
         'href',
       ),
     );
@@ -154,8 +155,8 @@ export function checkLinkedDocument(header: DocumentHeader, context: LinkContext
         issue(
           'index-link-recommended',
           idx.length === 0
-            ? `no <rs:ln rel="index"> to the index that lists it (${context.indexUrl})`
-            : `the index link points to ${idx[0]?.href}, not to ${context.indexUrl}`,
+            ? `no <rs:ln rel="index"> to the index that lists it (${quote(context.indexUrl)})`
+            : `the index link points to ${quote(idx[0]?.href ?? '')}, not to ${quote(context.indexUrl)}`,
           'href',
         ),
       );

@@ -130,6 +130,11 @@ export function isKnownRelation(rel: string): boolean {
   return IANA_RELATIONS.has(rel.toLowerCase()) || isAbsoluteUri(rel);
 }
 
+/** A name (element, attribute) cut to 60 characters, for messages and locations. */
+export function clip(name: string): string {
+  return name.length > 60 ? `${name.slice(0, 57)}...` : name;
+}
+
 /** `JSON.stringify` of a value cut to 80 characters, for messages (bounded whatever the input). */
 export function quote(value: string): string {
   return JSON.stringify(value.length > 80 ? `${value.slice(0, 77)}...` : value);

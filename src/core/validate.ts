@@ -49,6 +49,7 @@ import {
   isKnownRelation,
   isMediaType,
   isSafePath,
+  clip,
   quote,
 } from './validate-values.js';
 
@@ -739,13 +740,13 @@ class Validator implements DocumentValidator {
         if (this.rootFrom !== undefined && dt < this.rootFrom)
           this.add(
             'datetime-outside-interval',
-            `datetime ${m.datetime} is before the document's from`,
+            `datetime ${quote(m.datetime ?? '')} is before the document's from`,
             place(base, 'rs:md', 'datetime'),
           );
         if (this.rootUntil !== undefined && dt > this.rootUntil)
           this.add(
             'datetime-outside-interval',
-            `datetime ${m.datetime} is after the document's until`,
+            `datetime ${quote(m.datetime ?? '')} is after the document's until`,
             place(base, 'rs:md', 'datetime'),
           );
       }
@@ -853,7 +854,7 @@ class Validator implements DocumentValidator {
   private checkOrder(ms: number, text: string, base: Where, p: Profile): void {
     if (this.lastOrder !== undefined && ms < this.lastOrder) {
       const attribute = p.order === 'datetime' ? 'datetime' : 'from';
-      const message = `${text} is earlier than a previous entry: entries must be in forward chronological order`;
+      const message = `${quote(text)} is earlier than a previous entry: entries must be in forward chronological order`;
       if (p.order === 'from-should')
         this.add(
           'changedump-order',
@@ -904,7 +905,8 @@ class Validator implements DocumentValidator {
     }
     if (v.extensions !== undefined) this.checkExtensionAttributes(v.extensions, base, element);
     if (v.invalid !== undefined) {
-      for (const [name, value] of Object.entries(v.invalid)) {
+      for (const [key, value] of Object.entries(v.invalid)) {
+        const name = clip(key);
         const w = place(base, element, name);
         if (name === 'length') this.add('length-invalid', `length ${quote(value)} is not a non-negative integer`, w);
         else if (name === 'pri') this.add('pri-invalid', `pri ${quote(value)} is not an integer from 1 to 999,999`, w);
@@ -929,7 +931,7 @@ class Validator implements DocumentValidator {
 
   private checkExtensionAttributes(attrs: readonly ExtensionAttribute[], base: Where, element: string): void {
     for (const a of attrs) {
-      const name = a.prefix === '' ? a.local : `${a.prefix}:${a.local}`;
+      const name = clip(a.prefix === '' ? a.local : `${a.prefix}:${a.local}`);
       const w: Where = { ...base, element, attribute: name };
       if (a.ns === RS_NS)
         this.add(
@@ -950,17 +952,17 @@ class Validator implements DocumentValidator {
     if (elements === undefined) return;
     for (const x of elements) {
       if (x.ns === SITEMAP_NS) {
-        const w: Where = { ...base, element: x.local };
+        const w: Where = { ...base, element: clip(x.local) };
         if (base.entry !== undefined && SINGLE_ENTRY_CHILDREN.has(x.local))
-          this.add('element-repeated', `a second <${x.local}> in one entry`, w);
-        else this.add('element-unknown', `<${x.local}> is not a Sitemap element here`, w);
+          this.add('element-repeated', `a second <${clip(x.local)}> in one entry`, w);
+        else this.add('element-unknown', `<${clip(x.local)}> is not a Sitemap element here`, w);
         continue;
       }
       if (x.ns !== RS_NS) continue;
-      const w: Where = { ...base, element: `rs:${x.local}` };
+      const w: Where = { ...base, element: `rs:${clip(x.local)}` };
       if (x.local === 'md') this.add('md-duplicate', '<rs:md> is not repeatable: a second one was found', w);
       else if (x.local === 'ln') this.add('rs-element-unknown', 'an <rs:ln> the reader could not take as a link', w);
-      else this.add('rs-element-unknown', `<rs:${x.local}> is not a ResourceSync element`, w);
+      else this.add('rs-element-unknown', `<rs:${clip(x.local)}> is not a ResourceSync element`, w);
     }
   }
 
@@ -1044,7 +1046,7 @@ class Validator implements DocumentValidator {
     const a = parseDatetime(start);
     const b = parseDatetime(end);
     if (a !== undefined && b !== undefined && b.ms < a.ms)
-      this.add('interval-reversed', `${endName} ${end} is before ${startName} ${start}`, {
+      this.add('interval-reversed', `${endName} ${quote(end)} is before ${startName} ${quote(start)}`, {
         ...base,
         element: 'rs:md',
         attribute: endName,

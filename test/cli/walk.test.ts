@@ -95,7 +95,7 @@ describe('walking a Source', () => {
     assert.equal(await runValidate([`${base}/cl.xml`], { walk: true }, io), 1);
     assert.match(
       io.out(),
-      /cl-changes\.xml: error capability-mismatch .* lists this document as changelist, it says resourcelist \(§6\.1\)/,
+      /cl-changes\.xml: error capability-mismatch .* lists this document as "changelist", it says "resourcelist" \(§6\.1\)/,
     );
     assert.match(io.out(), /rl2\.xml: warning index-link-recommended/);
     assert.match(io.out(), /7 documents: 5 valid, 2 invalid, 0 unreadable/);
