@@ -9,6 +9,7 @@
  * @module
  */
 import { stat } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
 import { Agent, type Dispatcher, interceptors, request } from 'undici';
 import { type ErrorCode, ResourceSyncError } from '../core/errors.js';
 import { fileSource } from '../xml/index.js';
@@ -50,13 +51,15 @@ export function isUrl(arg: string): boolean {
 }
 
 /**
- * Opens a path or an http(s) URL. For a URL the response headers have arrived (status checked) when this
+ * Opens a path, a `file:` URL, `-` (standard input) or an http(s) URL. For a URL the response headers have arrived (status checked) when this
  * resolves; the body is streamed by `bytes`. Memory: one chunk at a time.
  *
  * @throws ResourceSyncError `RS_IO` (file), `RS_HTTP` (status, network, redirects), `RS_TIMEOUT`, `RS_ABORTED`.
  */
 export async function openInput(arg: string, options: InputOptions = {}): Promise<Input> {
   if (isUrl(arg)) return openUrl(arg, options);
+  if (arg === '-') return { source: '-', bytes: mapFileErrors('standard input', process.stdin), close: async () => {} };
+  if (/^file:\/\//i.test(arg)) return openInput(fileURLToPath(arg), options);
   try {
     const s = await stat(arg);
     if (!s.isFile()) throw new ResourceSyncError('RS_IO', `${arg} is not a file`, { url: arg });

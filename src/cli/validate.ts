@@ -245,7 +245,7 @@ export function register(program: Command): void {
   program
     .command('validate')
     .description('check ResourceSync documents (files or http(s) URLs) against every rule of the standard')
-    .argument('[inputs...]', 'files or http(s) URLs')
+    .argument('[inputs...]', 'files, http(s) URLs, or - for standard input')
     .option('--list-rules', 'print every rule (code, severity, section, summary) and exit')
     .option('--json', 'one JSON object per document (JSON lines): source, kind, entries, issues')
     .addOption(new Option('--expect <kind>', 'the kind every document must be').choices(DOCUMENT_KINDS))

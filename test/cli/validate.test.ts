@@ -266,26 +266,30 @@ describe('inspect command (in process)', () => {
 });
 
 /** The real executable, as a child process: exit codes and --help. */
-function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+function run(args: string[], stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   const compiled = join(ROOT, 'dist', 'src', 'cli', 'main.js');
   const fromSource = !fileURLToPath(import.meta.url).includes(`${join('dist', 'test')}`);
   const argv = fromSource ? ['--import', 'tsx', join(ROOT, 'src', 'cli', 'main.ts'), ...args] : [compiled, ...args];
   return new Promise((resolve) => {
-    execFile(process.execPath, argv, { cwd: ROOT, timeout: 60_000 }, (error, stdout, stderr) => {
+    const child = execFile(process.execPath, argv, { cwd: ROOT, timeout: 60_000 }, (error, stdout, stderr) => {
       const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
       resolve({ code, stdout, stderr });
     });
+    child.stdin?.end(stdin ?? '');
   });
 }
 
 describe('resourcesync executable', () => {
   it('validate: exit 0 / 1 / 2, and --help explains them', async () => {
-    const [ok, bad, usage, help] = await Promise.all([
+    const [ok, bad, usage, help, stdin] = await Promise.all([
       run(['validate', fixture('example-13.xml')]),
       run(['validate', fixture('example-01.xml'), fixture('example-14.xml')]),
       run(['validate', '--expect', 'nonsense', fixture('example-14.xml')]),
       run(['validate', '--help']),
+      run(['validate', '-'], VALID_CHANGE_LIST),
     ]);
+    assert.equal(stdin.code, 0, stdin.stderr);
+    assert.match(stdin.stdout, /^-: change-list, 1 entry: 0 errors, 0 warnings\n$/);
     assert.equal(ok.code, 0, ok.stderr);
     assert.equal(bad.code, 1, bad.stderr);
     assert.match(bad.stdout, /example-01\.xml: error up-missing/);
