@@ -13,6 +13,7 @@
  * @module
  */
 import { accessSync, constants as fsConstants, mkdirSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { ResourceSyncError } from '../core/errors.js';
@@ -20,6 +21,18 @@ import { STATE_DIR_NAME } from './paths.js';
 
 /** File name of the state database inside the state directory. */
 export const STATE_DB_NAME = 'state.db';
+/** Meta key of the run lock. */
+const LOCK_KEY = 'lock';
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 /** Schema version written in the `schema_version` table. */
 export const STATE_SCHEMA_VERSION = 1;
 
@@ -408,6 +421,47 @@ export class DestinationState {
 
   setMeta(key: string, value: string): void {
     this.#run(() => this.#setMeta.run(key, value), 'cannot write metadata');
+  }
+
+  /**
+   * Takes the run lock of this copy so two runs never work on one directory at once. A lock left by a process
+   * that no longer runs (killed) on this host is taken over.
+   * @throws ResourceSyncError `RS_IO` naming the process that holds the lock.
+   */
+  acquireLock(): void {
+    const me = { pid: process.pid, host: hostname(), since: new Date().toISOString() };
+    this.transaction(() => {
+      const held = this.getMeta(LOCK_KEY);
+      if (held !== undefined) {
+        let other: { pid?: number; host?: string; since?: string } = {};
+        try {
+          other = JSON.parse(held) as typeof other;
+        } catch {
+          // A garbled lock is taken over.
+        }
+        const mine = other.pid === me.pid && other.host === me.host;
+        if (!mine && typeof other.pid === 'number' && (other.host !== me.host || isAlive(other.pid)))
+          throw new ResourceSyncError(
+            'RS_IO',
+            `another run holds ${this.path} (pid ${other.pid} on ${other.host ?? '?'} since ${other.since ?? '?'})`,
+            { url: this.path },
+          );
+      }
+      this.setMeta(LOCK_KEY, JSON.stringify(me));
+    });
+  }
+
+  /** Releases the run lock taken by {@link DestinationState.acquireLock} (no-op when another process holds it). */
+  releaseLock(): void {
+    const held = this.getMeta(LOCK_KEY);
+    if (held === undefined) return;
+    try {
+      const other = JSON.parse(held) as { pid?: number; host?: string };
+      if (other.pid !== process.pid || other.host !== hostname()) return;
+    } catch {
+      // Garbled: remove it.
+    }
+    this.#run(() => this.#db.prepare('DELETE FROM meta WHERE key = ?').run(LOCK_KEY), 'cannot release the lock');
   }
 
   /** Checkpoints the write-ahead log into the database file and closes it. */

@@ -148,3 +148,26 @@ describe('DestinationState', () => {
     );
   });
 });
+
+describe('DestinationState run lock', () => {
+  it('refuses a second run while the first holds the lock, and takes over a dead one', async () => {
+    const dir = await tempDir();
+    const a = DestinationState.open(dir);
+    a.acquireLock();
+    a.acquireLock(); // re-entrant for the same process
+    const b = DestinationState.open(dir);
+    // Pretend the lock belongs to another live process on this host (our parent).
+    b.setMeta('lock', JSON.stringify({ pid: process.ppid, host: (await import('node:os')).hostname(), since: 'x' }));
+    assert.throws(
+      () => a.acquireLock(),
+      (e: unknown) => isResourceSyncError(e, 'RS_IO') && /another run/.test(e.message),
+    );
+    // A process that no longer exists.
+    b.setMeta('lock', JSON.stringify({ pid: 2 ** 22 + 12345, host: (await import('node:os')).hostname(), since: 'x' }));
+    a.acquireLock();
+    a.releaseLock();
+    assert.equal(b.getMeta('lock'), undefined);
+    a.close();
+    b.close();
+  });
+});
