@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
+import { findSampleDir } from '../../src/cli/demo.js';
 
 // From source (tsx) run src/cli/main.ts through tsx; compiled, run dist/src/cli/main.js.
 const fromSource = import.meta.url.endsWith('.ts');
@@ -142,6 +143,14 @@ describe('resourcesync serve', () => {
 });
 
 describe('resourcesync demo', () => {
+  it('finds sample/ from src/cli (tsx) and from dist/src/cli (compiled)', () => {
+    const repo = fileURLToPath(new URL(fromSource ? '../../' : '../../../', import.meta.url));
+    const sample = join(repo, 'sample');
+    assert.equal(findSampleDir(join(repo, 'src', 'cli', 'demo.ts')), sample);
+    assert.equal(findSampleDir(join(repo, 'dist', 'src', 'cli', 'demo.js')), sample);
+    assert.throws(() => findSampleDir('/demo.js'), /sample/);
+  });
+
   it('serves the bundled sample with HTML links, stops on SIGTERM with exit 0', async () => {
     const r = run(['demo', '--port', '0', '--json']);
     const ev = await waitForEvent(r, 'listening');

@@ -36,19 +36,34 @@ after(async () => {
 });
 
 /** Opens a connection, sends a GET for /big.bin and resolves once the first body bytes arrived, paused. */
-function startDownload(port: number): Promise<{ socket: Socket; received: () => number; ended: Promise<void> }> {
+interface Download {
+  readonly socket: Socket;
+  /** Bytes received, headers included. */
+  readonly received: () => number;
+  /** Body bytes received (headers excluded). */
+  readonly body: () => number;
+  readonly ended: Promise<void>;
+}
+function startDownload(port: number): Promise<Download> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     let received = 0;
+    let headerLength = -1;
+    let head = '';
     let resolved = false;
     const ended = new Promise<void>((r) => socket.on('close', () => r()));
     socket.on('connect', () => socket.write('GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n'));
     socket.on('data', (c: Buffer) => {
       received += c.length;
+      if (headerLength < 0) {
+        head += c.toString('latin1');
+        const end = head.indexOf('\r\n\r\n');
+        if (end >= 0) headerLength = end + 4;
+      }
       if (!resolved) {
         resolved = true;
         socket.pause();
-        resolve({ socket, received: () => received, ended });
+        resolve({ socket, received: () => received, body: () => received - Math.max(0, headerLength), ended });
       }
     });
     socket.on('error', (e) => {
@@ -132,8 +147,8 @@ describe('streaming', () => {
     dl.socket.resume();
     await dl.ended;
     await closing;
-    // Headers + the whole body arrived before the server closed the connection.
-    assert.ok(dl.received() > BIG, `received ${dl.received()}`);
+    // The whole body arrived before the server closed the connection.
+    assert.equal(dl.body(), BIG);
   });
 
   it('close() destroys a download that does not finish before the deadline', async () => {
@@ -147,6 +162,36 @@ describe('streaming', () => {
     dl.socket.resume();
     await dl.ended;
     assert.ok(dl.received() < BIG, `received ${dl.received()} of ${BIG}`);
+  });
+
+  it('a client that stops reading is dropped after the idle timeout', async () => {
+    const log: RequestLogEntry[] = [];
+    const server = createSourceServer(site, { idleTimeoutMs: 300, onRequest: (e) => log.push(e) });
+    const { port } = await server.listen(0);
+    const dl = await startDownload(port);
+    const deadline = Date.now() + 10_000;
+    while (log.length === 0 && Date.now() < deadline) await sleep(50);
+    assert.equal(log.length, 1);
+    assert.equal(log[0]!.aborted, true);
+    dl.socket.resume();
+    await dl.ended;
+    assert.ok(dl.body() < BIG);
+    await server.close();
+  });
+
+  it('a client that never finishes its headers gets 408 and is closed', async () => {
+    const server = createSourceServer(site, { headersTimeoutMs: 300, requestTimeoutMs: 600 });
+    const { port } = await server.listen(0);
+    const socket = connect(port, '127.0.0.1');
+    let reply = '';
+    socket.on('data', (c: Buffer) => {
+      reply += c.toString('latin1');
+    });
+    const closed = new Promise<void>((r) => socket.on('close', () => r()));
+    socket.write('GET /big.bin HTTP/1.1\r\nHost: x\r\n');
+    await closed;
+    assert.match(reply, /^HTTP\/1\.1 408 /);
+    await server.close();
   });
 
   it('an idle keep-alive connection does not hold close() up', async () => {
