@@ -20,7 +20,9 @@ function startCli(args: string[]): { child: ChildProcess; lines: Interface; json
   let root = dirname(here);
   while (!existsSync(join(root, 'package.json'))) root = dirname(root);
   const compiled = here.endsWith('.js');
-  const argv = compiled ? [join(root, 'dist', 'src', 'cli', 'main.js')] : ['--import', 'tsx', join(root, 'src', 'cli', 'main.ts')];
+  const argv = compiled
+    ? [join(root, 'dist', 'src', 'cli', 'main.js')]
+    : ['--import', 'tsx', join(root, 'src', 'cli', 'main.ts')];
   const child = spawn(process.execPath, [...argv, ...args], { stdio: ['ignore', 'pipe', 'pipe'], cwd: root });
   const lines = createInterface({ input: child.stdout! });
   const json = new EventLog<Record<string, unknown>>();
@@ -60,9 +62,12 @@ describe('resourcesync hub', () => {
           const events = new EventLog<NotificationEvent>();
           const pump = drain(sub.events(), events);
           const publisher = new WebSubPublisher({ hubUrl: String(again.url) });
-          const xml = createChangeNotifications([{ uri: 'http://source.test/a', change: 'created', datetime: '2026-01-01T00:00:00Z', length: 1 }], {
-            capabilityListUrl: 'http://source.test/cap.xml',
-          })[0]!;
+          const xml = createChangeNotifications(
+            [{ uri: 'http://source.test/a', change: 'created', datetime: '2026-01-01T00:00:00Z', length: 1 }],
+            {
+              capabilityListUrl: 'http://source.test/cap.xml',
+            },
+          )[0]!;
           await publisher.publish(TOPIC, xml);
           await publisher.close();
           await events.waitFor((e) => e.type === 'notification');
@@ -87,5 +92,4 @@ describe('resourcesync hub', () => {
     ].map((args) => exitOf(startCli(args).child));
     assert.deepEqual(await Promise.all(runs), [2, 2, 2]);
   });
-});
 });
