@@ -27,3 +27,62 @@ export {
   isUpToDate,
   selectIntervals,
 } from './plan.js';
+// Transport, discovery, path mapping, state and verified install (helper E).
+export {
+  CLIENT_VERSION,
+  DEFAULT_USER_AGENT,
+  HttpClient,
+  type HttpClientOptions,
+  type HttpResponse,
+  type HttpStats,
+  httpStatusOf,
+  isRetriable,
+  parseRetryAfter,
+  readBody,
+  type RequestInit,
+  retryWhole,
+} from './http.js';
+export {
+  type CapabilitySet,
+  capabilityListName,
+  type DiscoverOptions,
+  type DiscoveryResult,
+  discover,
+  findHtmlLinks,
+  findRobotsSitemaps,
+  openRemoteDocument,
+  parseLinkHeader,
+  type WebLink,
+  withClosingEntries,
+} from './discovery.js';
+export {
+  createPathMapper,
+  decodeSegment,
+  encodeSegment,
+  ensureParentDirectory,
+  forgetVerifiedDirectories,
+  type PathMapper,
+  type PathMapperOptions,
+  STATE_DIR_NAME,
+} from './paths.js';
+export {
+  DestinationState,
+  type JournalEntry,
+  type ResourceRecord,
+  STATE_DB_NAME,
+  STATE_SCHEMA_VERSION,
+  type Watermark,
+} from './state.js';
+export {
+  type DownloadOptions,
+  downloadAndInstall,
+  type Expected,
+  type InstallOptions,
+  type InstallResult,
+  installFromStream,
+  installTempPath,
+  isInstallTempName,
+  mirrorsOf,
+  syncInstalledDirectories,
+  verify,
+} from './install.js';
