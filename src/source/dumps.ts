@@ -45,6 +45,8 @@ export type Content =
  * (Change Dump), false / undefined when no copy was kept.
  */
 export interface ContentProvider {
+  /** Whether the bytes of a resource can be had at all (checked before a package's manifest is written). */
+  hasCurrent(r: ResourceRecord): Promise<boolean>;
   current(r: ResourceRecord): Promise<Content | 'stale' | undefined>;
   hasVersion(c: ChangeRecord): Promise<boolean>;
   version(c: ChangeRecord): Promise<Content | undefined>;
@@ -86,14 +88,26 @@ export async function writeZip(
   let added = 0;
   let emitted = 0;
   let failed: unknown;
+  let feedError: unknown;
   let wake: (() => void) | undefined;
-  const output = zip.outputStream as unknown as AsyncIterable<Buffer> & NodeJS.ReadableStream;
+  const output = zip.outputStream as unknown as AsyncIterable<Buffer> & Readable;
+  const abort = (e: unknown): void => {
+    feedError ??= e;
+    output.destroy();
+  };
+  zip.on('error', abort);
   const counted = (async function* () {
-    for await (const chunk of output) {
-      emitted += chunk.length;
-      wake?.();
-      yield chunk;
+    try {
+      for await (const chunk of output) {
+        if (feedError !== undefined) throw feedError;
+        emitted += chunk.length;
+        wake?.();
+        yield chunk;
+      }
+    } catch (e) {
+      throw feedError ?? e;
     }
+    if (feedError !== undefined) throw feedError;
   })();
   const writing = writeFileAtomic(path, counted, options.fsync === undefined ? {} : { fsync: options.fsync }).catch(
     (e: unknown) => {
@@ -116,7 +130,9 @@ export async function writeZip(
           );
           added += data.byteLength;
         } else {
-          zip.addReadStream(Readable.from(item.content.stream()), item.name, { ...opts, size: item.content.length });
+          const stream = Readable.from(item.content.stream());
+          stream.on('error', abort);
+          zip.addReadStream(stream, item.name, { ...opts, size: item.content.length });
           added += item.content.length;
         }
         while (failed === undefined && added - emitted > ZIP_HIGH_WATER) {
@@ -128,7 +144,7 @@ export async function writeZip(
       }
       zip.end();
     } catch (e) {
-      (output as unknown as Readable).destroy(e as Error);
+      abort(e);
       throw e;
     }
   })();
@@ -233,6 +249,7 @@ export async function writeResourceDump(
   setName: string,
   content: ContentProvider,
   limits: DumpLimits,
+  onMissing: (r: ResourceRecord) => void = () => undefined,
 ): Promise<{ files: WrittenFiles; packages: DumpPackage[] }> {
   const l = ctx.layout;
   const base = l.baseUrl;
@@ -253,6 +270,10 @@ export async function writeResourceDump(
         const r = pending ?? (await it.next()).value;
         pending = undefined;
         if (r === undefined) break;
+        if (!(await content.hasCurrent(r))) {
+          onMissing(r);
+          continue;
+        }
         if (batch.length > 0 && (batch.length >= maxFiles || bytes + r.length > limits.maxBytes)) {
           pending = r;
           break;
@@ -396,7 +417,12 @@ export async function writeChangeDump(
         let has = false;
         if (c.change !== 'deleted') {
           has = await content.hasVersion(c);
-          if (!has) onMissing(c);
+          if (!has) {
+            // Without its bytes the change cannot be in a package (§13.2: `path` is mandatory): left out.
+            onMissing(c);
+            lastMs = c.datetimeMs;
+            continue;
+          }
         }
         const size = has ? (c.length ?? 0) : 0;
         if (batch.length > 0 && (batch.length >= maxFiles || bytes + size > limits.maxBytes))

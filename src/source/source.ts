@@ -371,6 +371,11 @@ export class Source {
     };
     const current = this.#options.currentContent;
     return {
+      hasCurrent: async (r) => {
+        if (current !== undefined) return true;
+        const sha = r.hashes['sha-256'];
+        return sha !== undefined && blobs?.path(sha) !== undefined;
+      },
       current: async (r) => (current !== undefined ? current(r) : fromBlob(r.hashes['sha-256'], r.length)),
       hasVersion: async (c) => {
         const sha = c.hashes['sha-256'];
@@ -468,7 +473,16 @@ export class Source {
             ];
             extra = { closed: r.closed };
           } else if (group === 'resourcedump') {
-            files = (await writeResourceDump(ctx, snap, name, this.#contentProvider(), this.#dumpLimits())).files;
+            let missing = 0;
+            files = (
+              await writeResourceDump(ctx, snap, name, this.#contentProvider(), this.#dumpLimits(), () => {
+                missing++;
+              })
+            ).files;
+            if (missing > 0)
+              this.#warn(
+                `resource dump of set ${name}: the bytes of ${missing} resource(s) are not available; left out`,
+              );
           } else {
             const known = new Map<number, DumpPackage[]>(
               Object.entries(
