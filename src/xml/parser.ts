@@ -117,6 +117,7 @@ const S_MD = 16;
 
 /** A resolved element name. */
 interface QName {
+  readonly qname: string;
   readonly ns: string;
   readonly prefix: string;
   readonly local: string;
@@ -126,7 +127,49 @@ interface QName {
 /** Namespace bindings in effect, with a cache of element names resolved under them. */
 class Scope {
   readonly names = new Map<string, QName>();
+  /** Direct-mapped cache by {@link nameSlot}: a hit costs one `startsWith` and no string allocation. */
+  readonly slots: (QName | undefined)[] = new Array<QName | undefined>(64).fill(undefined);
   constructor(readonly bindings: Map<string, string>) {}
+}
+
+/** Slot of a name in a 64-entry cache, from its length and first and last characters. */
+function nameSlot(len: number, first: number, last: number): number {
+  return (len + (first << 2) + (last << 1)) & 63;
+}
+
+/**
+ * Character classes for names: 0 name character (or not ASCII), 1 ends the name (white space, '>', '/',
+ * '='), 2 colon, 3 not allowed in a name.
+ */
+const NAME_CLASS = new Uint8Array(128);
+for (const ch of ' \t\n\r>/=') NAME_CLASS[ch.charCodeAt(0)] = 1;
+NAME_CLASS[58] = 2;
+for (const ch of '<"\'&') NAME_CLASS[ch.charCodeAt(0)] = 3;
+
+/** The attribute names of `rs:md` and `rs:ln` (and `xmlns`), by {@link nameSlot}: no collisions among them. */
+const ATTR_SLOTS: (string | undefined)[] = new Array<string | undefined>(64).fill(undefined);
+for (const a of [
+  'capability',
+  'at',
+  'completed',
+  'from',
+  'until',
+  'change',
+  'datetime',
+  'hash',
+  'length',
+  'path',
+  'type',
+  'encoding',
+  'rel',
+  'href',
+  'modified',
+  'pri',
+  'xmlns',
+]) {
+  const k = nameSlot(a.length, a.charCodeAt(0), a.charCodeAt(a.length - 1));
+  if (ATTR_SLOTS[k] !== undefined) throw new Error(`attribute slot collision: ${a}`);
+  ATTR_SLOTS[k] = a;
 }
 
 function internNs(uri: string): string {
@@ -145,6 +188,7 @@ const PHASE_EPILOG = 2;
 
 /** C0 controls other than tab, LF, CR, and the non-characters U+FFFE, U+FFFF (XML 1.0 §2.2). */
 const FORBIDDEN_CHARS = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]/;
+const FORBIDDEN_CHARS_G = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]/g;
 
 /** Signals "this token is cut by the end of the chunk: keep it for the next one". */
 const MORE = -1;
@@ -211,8 +255,62 @@ export class DocumentParser {
 
   /** Parses as much of `text` (appended to the kept tail) as possible. */
   feed(text: string): void {
+    if (this.pos < this.buf.length) {
+      // A token is cut by the chunk boundary. Rather than copying the whole chunk behind it, finish it in a
+      // small buffer (the tail plus the chunk up to its first '<', where the next token starts), then go on in
+      // the chunk itself.
+      const m = text.indexOf('<');
+      if (m >= 0) {
+        this.shift(text.slice(0, m));
+        this.textComplete = true;
+        try {
+          this.run();
+        } finally {
+          this.textComplete = false;
+        }
+        if (this.pos === this.buf.length) {
+          this.switchTo(text, m);
+          this.run();
+          return;
+        }
+        this.shift(text.slice(m));
+        this.run();
+        return;
+      }
+    }
     this.shift(text);
     this.run();
+  }
+
+  /** True while the buffer is known to end where a '<' follows: text at its end is complete. */
+  private textComplete = false;
+
+  /** Continues in `text` at `m`, the buffer being fully consumed and ending with `text[0, m)`. */
+  private switchTo(text: string, m: number): void {
+    const old = this.buf.length;
+    this.countLines(old);
+    const shiftBy = old - m;
+    this.lineStart -= shiftBy;
+    this.base += shiftBy;
+    this.buf = text;
+    this.pos = m;
+    const nl = text.indexOf('\n', Math.max(m, this.lineStart));
+    this.nextNl = nl < 0 ? Number.POSITIVE_INFINITY : nl;
+    FORBIDDEN_CHARS_G.lastIndex = m;
+    const f = FORBIDDEN_CHARS_G.exec(text);
+    if (f !== null) this.forbidden(f[0].charCodeAt(0), f.index);
+    this.hasAmp = text.indexOf('&', m) >= 0;
+    this.hasCR = text.indexOf('\r', m) >= 0;
+    this.hasTab = text.indexOf('\t', m) >= 0;
+    this.nextLt = -2;
+  }
+
+  private forbidden(cp: number, p: number): never {
+    return this.fail(
+      'RS_XML_SYNTAX',
+      `character U+${cp.toString(16).toUpperCase().padStart(4, '0')} is not allowed in XML 1.0`,
+      p,
+    );
   }
 
   /** Parses the rest and checks that the document is complete. */
@@ -276,14 +374,7 @@ export class DocumentParser {
     const nl = b.indexOf('\n', Math.max(0, this.lineStart));
     this.nextNl = nl < 0 ? Number.POSITIVE_INFINITY : nl;
     const m = FORBIDDEN_CHARS.exec(text);
-    if (m !== null) {
-      const cp = m[0].charCodeAt(0);
-      this.fail(
-        'RS_XML_SYNTAX',
-        `character U+${cp.toString(16).toUpperCase().padStart(4, '0')} is not allowed in XML 1.0`,
-        b.length - text.length + m.index,
-      );
-    }
+    if (m !== null) this.forbidden(m[0].charCodeAt(0), b.length - text.length + m.index);
     this.hasAmp = b.indexOf('&') >= 0;
     this.hasCR = b.indexOf('\r') >= 0;
     this.hasTab = b.indexOf('\t') >= 0;
@@ -351,7 +442,7 @@ export class DocumentParser {
       if (lt < p) lt = s.indexOf('<', p);
       this.nextLt = -2;
       if (lt < 0) {
-        if (!this.final) {
+        if (!this.final && !this.textComplete) {
           if (n - p > this.opts.maxEntryBytes)
             this.fail('RS_LIMIT', `text longer than ${this.opts.maxEntryBytes} characters`, p);
           break;
@@ -544,21 +635,19 @@ export class DocumentParser {
     let c = 0;
     for (; i < n; i++) {
       c = s.charCodeAt(i);
-      if (c === 62 || c === 47 || c === 32 || c === 10 || c === 9 || c === 13) break;
-      if (c === 58) {
+      if (c < 128) {
+        const k = NAME_CLASS[c]!;
+        if (k === 0) continue;
+        if (k === 1) break;
+        if (k === 3) this.syntax(`character '${String.fromCharCode(c)}' is not allowed in an element name`, i);
         if (colon >= 0) this.syntax('element name with more than one colon', lt);
         colon = i;
-      } else if (c === 60 || c === 61 || c === 34 || c === 39 || c === 38) {
-        this.syntax(`character '${String.fromCharCode(c)}' is not allowed in an element name`, i);
       }
     }
     if (i >= n) return this.more(lt, 'a start tag');
     if (i === lt + 1) this.syntax("'<' must start a tag (write &lt; in text)", lt);
-    const c0 = s.charCodeAt(lt + 1);
-    if (c0 < 65 ? true : c0 > 122 ? c0 < 0xc0 : c0 > 90 && c0 < 97 && c0 !== 95)
-      this.syntax(`invalid element name starting with '${String.fromCharCode(c0)}'`, lt);
-    if (colon === i - 1) this.syntax('element name ends with a colon', lt);
-    const qname = s.slice(lt + 1, i);
+    if (c === 61) this.syntax("character '=' is not allowed in an element name", i);
+    const nameEnd = i;
 
     // Attributes.
     let ac = 0;
@@ -591,21 +680,29 @@ export class DocumentParser {
       let acol = -1;
       for (; i < n; i++) {
         c = s.charCodeAt(i);
-        if (c === 61 || c === 32 || c === 10 || c === 9 || c === 13 || c === 62 || c === 47) break;
-        if (c === 58) {
+        if (c < 128) {
+          const k = NAME_CLASS[c]!;
+          if (k === 0) continue;
+          if (k === 1) break;
+          if (k === 3) this.syntax(`character '${String.fromCharCode(c)}' is not allowed in an attribute name`, i);
           if (acol >= 0) this.syntax('attribute name with more than one colon', a0);
           acol = i - a0;
-        } else if (c === 60 || c === 34 || c === 39 || c === 38) {
-          this.syntax(`character '${String.fromCharCode(c)}' is not allowed in an attribute name`, i);
         }
       }
       if (i >= n) return this.more(lt, 'a start tag');
       if (i === a0) this.syntax('attribute name expected', i);
       const ac0 = s.charCodeAt(a0);
-      if (ac0 < 65 ? true : ac0 > 122 ? ac0 < 0xc0 : ac0 > 90 && ac0 < 97 && ac0 !== 95)
-        this.syntax(`invalid attribute name starting with '${String.fromCharCode(ac0)}'`, a0);
-      if (acol === 0 || acol === i - a0 - 1) this.syntax('attribute name with an empty prefix or local name', a0);
-      const aname = s.slice(a0, i);
+      const alen = i - a0;
+      // Known attribute names come from a table (interned strings, no allocation); others are sliced.
+      const known = acol < 0 ? ATTR_SLOTS[nameSlot(alen, ac0, s.charCodeAt(i - 1))] : undefined;
+      let aname: string;
+      if (known !== undefined && known.length === alen && s.startsWith(known, a0)) aname = known;
+      else {
+        if (ac0 < 65 ? true : ac0 > 122 ? ac0 < 0xc0 : ac0 > 90 && ac0 < 97 && ac0 !== 95)
+          this.syntax(`invalid attribute name starting with '${String.fromCharCode(ac0)}'`, a0);
+        if (acol === 0 || acol === alen - 1) this.syntax('attribute name with an empty prefix or local name', a0);
+        aname = s.slice(a0, i);
+      }
       for (; i < n; i++) {
         c = s.charCodeAt(i);
         if (!(c === 32 || c === 10 || c === 9 || c === 13)) break;
@@ -649,7 +746,7 @@ export class DocumentParser {
     }
     this.ac = ac;
     if (xmlns) this.declare(lt);
-    this.open(qname, colon < 0 ? -1 : colon - lt - 1, lt);
+    this.open(this.elementName(lt, nameEnd, colon), lt);
     if (selfClose) this.close(i);
     return i;
   }
@@ -678,9 +775,29 @@ export class DocumentParser {
     this.scope = new Scope(bindings);
   }
 
+  /** The resolved name of the element whose name is `buf[lt + 1, end)`, from the scope's caches when possible. */
+  private elementName(lt: number, end: number, colon: number): QName {
+    const s = this.buf;
+    const len = end - lt - 1;
+    const scope = this.scope;
+    const slot = nameSlot(len, s.charCodeAt(lt + 1), s.charCodeAt(end - 1));
+    const hit = scope.slots[slot];
+    if (hit !== undefined && hit.qname.length === len && s.startsWith(hit.qname, lt + 1)) return hit;
+    const qname = s.slice(lt + 1, end);
+    let q = scope.names.get(qname);
+    if (q === undefined) {
+      const c0 = s.charCodeAt(lt + 1);
+      if (c0 < 65 ? true : c0 > 122 ? c0 < 0xc0 : c0 > 90 && c0 < 97 && c0 !== 95)
+        this.syntax(`invalid element name starting with '${String.fromCharCode(c0)}'`, lt);
+      if (colon === end - 1) this.syntax('element name ends with a colon', lt);
+      q = this.resolveElement(qname, colon < 0 ? -1 : colon - lt - 1, lt);
+      scope.names.set(qname, q);
+    }
+    scope.slots[slot] = q;
+    return q;
+  }
+
   private resolveElement(qname: string, colon: number, lt: number): QName {
-    let q = this.scope.names.get(qname);
-    if (q !== undefined) return q;
     const prefix = colon < 0 ? '' : qname.slice(0, colon);
     const local = colon < 0 ? qname : qname.slice(colon + 1);
     let ns = this.scope.bindings.get(prefix);
@@ -692,9 +809,7 @@ export class DocumentParser {
     let code = N_OTHER;
     if (ns === SITEMAP_NS) code = SITEMAP_CODES[local] ?? N_OTHER;
     else if (ns === RS_NS) code = local === 'md' ? N_MD : local === 'ln' ? N_LN : N_OTHER;
-    q = { ns, prefix, local, code };
-    this.scope.names.set(qname, q);
-    return q;
+    return { qname, ns, prefix, local, code };
   }
 
   /** Attributes of the current tag from other namespaces (or none), namespace declarations left out. */
@@ -866,9 +981,9 @@ export class DocumentParser {
     this.depth = d + 1;
   }
 
-  private open(qname: string, colon: number, lt: number): void {
+  private open(q: QName, lt: number): void {
     const scope = this.scope;
-    const q = this.resolveElement(qname, colon, lt);
+    const qname = q.qname;
     if (this.depth === 0) {
       this.openRoot(qname, q, scope, lt);
       return;
