@@ -4,7 +4,10 @@
  * unparsable numbers) and the reader's own refusals, each with the exact codes expected and a clean twin.
  */
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import { RULES } from '../../src/core/rules.js';
 import { issueFromError, type ValidationResult, validateStream } from '../../src/core/validate.js';
 import { isResourceSyncError } from '../../src/core/errors.js';
@@ -138,5 +141,46 @@ describe('hand-written invalid documents through the reader', () => {
     const chunked = await validateXml([bytes.subarray(0, 300), bytes.subarray(300)], { maxEntryBytes: 1000 });
     assert.deepEqual(codes(chunked), ['RS_LIMIT']);
     assert.equal(chunked.issues[0]?.entry, 2);
+  });
+});
+
+describe('mutated spec examples', () => {
+  // Every example, damaged at random (bytes replaced, removed, inserted): reading and validating ends with a
+  // result (possibly a reader error as an issue), never with another exception, and every issue is a rule.
+  const dir = join(new URL('.', import.meta.url).pathname, '..', '..');
+  const root = (() => {
+    let d = dir;
+    while (!readdirSync(d).includes('package.json')) d = join(d, '..');
+    return d;
+  })();
+  const fixtures = join(root, '..', 'shared', 'fixtures', 'spec-examples');
+  const examples = readdirSync(fixtures)
+    .filter((f) => f.endsWith('.xml'))
+    .map((f) => new Uint8Array(readFileSync(join(fixtures, f))));
+  const codesOfRules = new Set(RULES.map((r) => r.code));
+
+  it('validation of damaged documents always ends with a result of known codes', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: examples.length - 1 }),
+        fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 2 }), fc.integer({ min: 0, max: 255 })), {
+          minLength: 1,
+          maxLength: 6,
+        }),
+        async (which, edits) => {
+          let bytes = Array.from(examples[which] as Uint8Array);
+          for (const [at, op, value] of edits) {
+            const i = at % (bytes.length + 1);
+            if (op === 0) bytes[i] = value;
+            else if (op === 1) bytes.splice(i, 1);
+            else bytes.splice(i, 0, value);
+          }
+          bytes = bytes.filter((b) => b !== undefined);
+          const r = await validateXml([new Uint8Array(bytes)]);
+          for (const i of r.issues) assert.ok(codesOfRules.has(i.code), i.code);
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });
