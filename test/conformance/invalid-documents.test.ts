@@ -157,7 +157,7 @@ describe('mutated spec examples', () => {
   const examples = readdirSync(fixtures)
     .filter((f) => f.endsWith('.xml'))
     .map((f) => new Uint8Array(readFileSync(join(fixtures, f))));
-  const codesOfRules = new Set(RULES.map((r) => r.code));
+  const codesOfRules = new Set<string>(RULES.map((r) => r.code));
 
   it('validation of damaged documents always ends with a result of known codes', async () => {
     await fc.assert(
