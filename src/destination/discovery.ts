@@ -473,6 +473,8 @@ export async function discover(
 ): Promise<DiscoveryResult> {
   const tried: string[] = [];
   const visited = new Set<string>();
+  /** Origins that failed at the network level: not tried again. */
+  const deadOrigins = new Set<string>();
   const maxFetches = options.maxFetches ?? 16;
   const maxHtmlBytes = options.maxHtmlBytes ?? 512 * 1024;
   const signal = options.signal;
@@ -486,6 +488,11 @@ export async function discover(
     }
     visited.add(key);
     signal?.throwIfAborted();
+    const origin = originOf(target);
+    if (origin !== undefined && deadOrigins.has(origin)) {
+      tried.push(`${target}: not fetched (${origin} unreachable)`);
+      return undefined;
+    }
     let res: HttpResponse;
     try {
       res = await client.get(target, {
@@ -496,6 +503,8 @@ export async function discover(
       if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
       const err = e instanceof ResourceSyncError ? e : new ResourceSyncError('RS_HTTP', String(e), { url: target });
       const status = httpStatusOf(err);
+      if (status === undefined && origin !== undefined && (err.code === 'RS_HTTP' || err.code === 'RS_TIMEOUT'))
+        deadOrigins.add(origin);
       tried.push(`${target}: ${status === undefined ? err.message : `HTTP ${status}`}`);
       return { type: 'failed', url: target, error: err };
     }
@@ -727,6 +736,14 @@ async function readText(rest: AsyncIterable<Uint8Array>, max: number, stop?: Reg
     await it.return?.();
   }
   return Buffer.concat(chunks).subarray(0, max).toString('utf8');
+}
+
+function originOf(url: string): string | undefined {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return undefined;
+  }
 }
 
 function absolute(href: string, base: string): string {

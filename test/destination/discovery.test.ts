@@ -275,6 +275,24 @@ describe('discover', () => {
     }
   });
 
+  it('gives up quickly on an unreachable host', async () => {
+    const dead = await startServer((_req, res) => res.end());
+    const deadUrl = dead.url;
+    await dead.close();
+    const c = new HttpClient({ retries: 1, retryBaseDelayMs: 1 });
+    try {
+      await assert.rejects(discover(`${deadUrl}/some/path/`, c), (e: unknown) => {
+        assert.ok(isResourceSyncError(e, 'RS_DISCOVERY'));
+        assert.match(e.message, /ECONNREFUSED/);
+        assert.match(e.message, /unreachable/);
+        return true;
+      });
+      assert.equal(c.stats.requests, 2); // one URL, retried once; the fallbacks are skipped
+    } finally {
+      await c.destroy();
+    }
+  });
+
   it('opens a remote document with errors naming the URL', async () => {
     const doc = await openRemoteDocument(`${base}/set1/resourcelist.xml`, client);
     assert.equal(doc.header.kind, 'resource-list');
