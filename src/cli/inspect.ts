@@ -203,6 +203,7 @@ export function register(program: Command): void {
     .option('--max-documents <n>', 'most documents visited with --walk (default: 100)', positiveInteger)
     .option('--timeout <seconds>', 'URL connect and response-headers timeout (default: 10)', seconds)
     .option('--body-timeout <seconds>', 'URL body idle timeout (default: 30)', seconds)
+    .option('--max-bytes <n>', 'most bytes downloaded from a URL (default: 268435456)', positiveInteger)
     .addHelpText(
       'after',
       `
@@ -219,6 +220,7 @@ Exit codes:
         ...(typeof o['maxDocuments'] === 'number' ? { maxDocuments: o['maxDocuments'] } : {}),
         ...(typeof o['timeout'] === 'number' ? { timeoutMs: o['timeout'] } : {}),
         ...(typeof o['bodyTimeout'] === 'number' ? { bodyTimeoutMs: o['bodyTimeout'] } : {}),
+        ...(typeof o['maxBytes'] === 'number' ? { maxBytes: o['maxBytes'] } : {}),
       });
     });
 }

@@ -257,6 +257,7 @@ export function register(program: Command): void {
     .option('--max-documents <n>', 'most documents visited per input with --walk (default: 100)', positiveInteger)
     .option('--timeout <seconds>', 'URL connect and response-headers timeout (default: 10)', seconds)
     .option('--body-timeout <seconds>', 'URL body idle timeout (default: 30)', seconds)
+    .option('--max-bytes <n>', 'most bytes downloaded from a URL (default: 268435456)', positiveInteger)
     .option('--max-entries <n>', 'entries allowed in one document', positiveInteger, 50_000)
     .option('--max-issues <n>', 'issues shown per document (the rest are counted)', positiveInteger, 1000)
     .addHelpText(
@@ -281,6 +282,7 @@ ${EXIT_HELP}`,
         ...(typeof o['expect'] === 'string' ? { expect: o['expect'] as DocumentKind } : {}),
         ...(typeof o['timeout'] === 'number' ? { timeoutMs: o['timeout'] } : {}),
         ...(typeof o['bodyTimeout'] === 'number' ? { bodyTimeoutMs: o['bodyTimeout'] } : {}),
+        ...(typeof o['maxBytes'] === 'number' ? { maxBytes: o['maxBytes'] } : {}),
         maxEntries: o['maxEntries'] as number,
         maxIssues: o['maxIssues'] as number,
       });
