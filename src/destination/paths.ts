@@ -58,7 +58,10 @@ export interface PathMapperOptions {
   readonly allowHosts?: readonly string[];
   /** false: accept resources of any host (default true). */
   readonly authorityCheck?: boolean;
-  /** Escape upper-case ASCII letters for case-insensitive file systems (default false). */
+  /**
+   * Escape upper-case ASCII letters, for case-insensitive file systems where `A.txt` and `a.txt` collide
+   * (default: true on macOS and Windows, false elsewhere).
+   */
   readonly foldCase?: boolean;
 }
 
@@ -271,7 +274,7 @@ export function createPathMapper(options: PathMapperOptions): PathMapper {
   const root = resolve(options.root);
   const source = parseUri(options.sourceUrl);
   const layout = options.layout ?? 'host-path';
-  const foldCase = options.foldCase ?? false;
+  const foldCase = options.foldCase ?? (process.platform === 'darwin' || process.platform === 'win32');
   const authorityCheck = options.authorityCheck ?? true;
   const allowed = new Set<string>();
   const allowedHosts = new Set<string>();

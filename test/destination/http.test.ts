@@ -183,6 +183,26 @@ describe('HttpClient', () => {
     assert.ok(isRetriable(e));
   });
 
+  it('does not time out a slow consumer (backpressure), and delivers every byte', async () => {
+    const total = 4 * 1024 * 1024;
+    const s = await serve((_req, res) => {
+      res.setHeader('content-length', String(total));
+      res.end(Buffer.alloc(total, 7));
+    });
+    const c = client({ bodyIdleTimeoutMs: 150 });
+    const res = await c.get(`${s.url}/big`);
+    let n = 0;
+    let pauses = 0;
+    for await (const chunk of res.body) {
+      n += chunk.byteLength;
+      if (pauses < 3) {
+        pauses++;
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+    }
+    assert.equal(n, total);
+  });
+
   it('fires the idle body timeout when a server stalls right after the headers', async () => {
     const s = await serve((_req, res) => {
       res.writeHead(200, { 'content-type': 'application/xml' });
