@@ -1202,15 +1202,21 @@ function trimField(s: string): string {
 
 /** A `length` / `pri` value: decimal digits only (surrounding XML white space allowed), at most 2^53 - 1. */
 export function parseNonNegativeInteger(v: string): number | undefined {
-  const t = trimField(v);
-  const n = t.length;
-  if (n === 0 || n > 16) return undefined;
-  for (let i = 0; i < n; i++) {
-    const c = t.charCodeAt(i);
-    if (c < 48 || c > 57) return undefined;
+  let n = v.length;
+  let i = 0;
+  if (n === 0) return undefined;
+  if (isXmlSpace(v.charCodeAt(0)) || isXmlSpace(v.charCodeAt(n - 1))) {
+    while (i < n && isXmlSpace(v.charCodeAt(i))) i++;
+    while (n > i && isXmlSpace(v.charCodeAt(n - 1))) n--;
   }
-  const x = Number(t);
-  return Number.isSafeInteger(x) ? x : undefined;
+  if (n === i || n - i > 16) return undefined;
+  let x = 0;
+  for (; i < n; i++) {
+    const c = v.charCodeAt(i) - 48;
+    if (c < 0 || c > 9) return undefined;
+    x = x * 10 + c;
+  }
+  return x <= Number.MAX_SAFE_INTEGER ? x : undefined;
 }
 
 function setOwn(rec: Record<string, string>, key: string, value: string): void {

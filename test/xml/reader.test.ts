@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { RS_NS, SITEMAP_NS } from '../../src/core/constants.js';
-import { openDocument, readDocument, serializeDocument } from '../../src/xml/index.js';
+import { fileSource, MAX_ISSUES, openDocument, readDocument, serializeDocument } from '../../src/xml/index.js';
 import { byteChunks, randomChunks, rejectsWith, SPEC_DIR, specExamples, withoutLines } from './helpers.js';
 
 const NS = `xmlns="${SITEMAP_NS}" xmlns:rs="${RS_NS}"`;
@@ -173,6 +175,17 @@ describe('text and values', () => {
     const d = await readDocument(enc(xml));
     assert.deepStrictEqual(d.entries[0]?.md, { invalid: { length: 'abc' } });
     assert.deepStrictEqual(d.entries[0]?.links[0], { rel: 'x', href: 'y', invalid: { pri: '-1', length: '1.5' } });
+    const big = await readDocument(
+      enc(
+        doc(
+          '<url><loc>a</loc><rs:md length="9007199254740991"/></url><url><loc>b</loc><rs:md length="9007199254740993"/></url>',
+        ),
+      ),
+    );
+    assert.deepStrictEqual(
+      big.entries.map((e) => e.md),
+      [{ length: Number.MAX_SAFE_INTEGER }, { invalid: { length: '9007199254740993' } }],
+    );
     const out = serializeDocument(d);
     assert.match(out, /<rs:md length="abc"\/>/);
     assert.match(out, /<rs:ln rel="x" href="y" pri="-1" length="1.5"\/>/);
@@ -264,6 +277,32 @@ async function refused(
     if (column !== undefined) assert.equal(e.column, column, `column of: ${e.message}`);
   }
 }
+
+describe('files', () => {
+  it('reads a file in small chunks (multi-byte characters cut), and refuses a missing file with RS_IO', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rs-xml-r-'));
+    try {
+      const path = join(dir, 'list.xml');
+      const xml = doc(Array.from({ length: 50 }, (_, i) => `<url><loc>http://e.com/é€𝄞/${i}</loc></url>`).join('\n'));
+      await writeFile(path, xml);
+      const whole = await readDocument(enc(xml));
+      for (const size of [1, 2, 3, 5, 7, 64]) assert.deepStrictEqual(await readDocument(fileSource(path, size)), whole);
+      const e = await rejectsWith(() => readDocument(fileSource(join(dir, 'missing.xml'))), 'RS_IO');
+      assert.equal(e.url, join(dir, 'missing.xml'));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('records at most MAX_ISSUES issues, then counts the rest', async () => {
+    const xml = doc(`<url><loc>a</loc></url>${'<x/>'.repeat(MAX_ISSUES + 20)}`);
+    const d = await openDocument(enc(xml));
+    for await (const _ of d.entries) void _;
+    assert.equal(d.issues.length, MAX_ISSUES + 1);
+    assert.equal(d.issues[MAX_ISSUES]?.code, 'too-many-issues');
+    assert.match(d.issues[MAX_ISSUES]?.message ?? '', /^20 more/);
+  });
+});
 
 describe('refusals', () => {
   it('DTDs and entity declarations: RS_XML_DTD', async () => {
