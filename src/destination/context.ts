@@ -4,7 +4,8 @@
  *
  * @module
  */
-import { open, rm, stat } from 'node:fs/promises';
+import { statSync } from 'node:fs';
+import { open, rm } from 'node:fs/promises';
 import { dirname, relative, sep } from 'node:path';
 import { type ErrorCode, ResourceSyncError, isResourceSyncError } from '../core/errors.js';
 import type { Hashes } from '../core/hash.js';
@@ -20,10 +21,13 @@ import {
   emptyCounts,
 } from './events.js';
 import type { HttpClient } from './http.js';
-import { downloadAndInstall, installFromStream } from './install.js';
+import { downloadAndInstall, installFromStream, verify } from './install.js';
 import type { PathMapper } from './paths.js';
 import { type ExpectedContent, algorithmsFor } from './plan.js';
+import { SMALL_RESOURCE_BYTES, downloadSmall, writeFileAtomicSync } from './small.js';
 import type { DestinationState, ResourceRecord } from './state.js';
+import { createMultiHasher } from '../io/hashing.js';
+import { ensureParentDirectory } from './paths.js';
 
 /** The part of {@link DestinationState} the operations use. */
 export type StateLike = Pick<
@@ -181,6 +185,8 @@ export interface ContextOptions {
   readonly durability: Durability;
   readonly maxPackageBytes?: number;
   readonly tmpDir: string;
+  /** Small resources (declared length ≤ 256 KiB) are received in memory and written synchronously (default true). */
+  readonly smallFastPath?: boolean;
   readonly signal?: AbortSignal;
 }
 
@@ -290,8 +296,18 @@ export class SyncContext {
     const exp: { length?: number; hashes?: Hashes } = {};
     if (expected.length !== undefined) exp.length = expected.length;
     if (expected.hashes !== undefined) exp.hashes = expected.hashes;
+    const small =
+      (this.options.smallFastPath ?? true) && expected.length !== undefined && expected.length <= SMALL_RESOURCE_BYTES;
     for (const url of urls) {
       try {
+        if (small) {
+          const opts: { root: string; fsync: boolean; signal?: AbortSignal } = {
+            root: this.options.dir,
+            fsync: this.options.durability === 'file',
+          };
+          if (this.options.signal !== undefined) opts.signal = this.options.signal;
+          return await downloadSmall(this.client, url, target, { ...exp, length: expected.length as number }, opts);
+        }
         const init: { signal?: AbortSignal; fsync: boolean; root: string } = {
           fsync: this.options.durability === 'file',
           root: this.options.dir,
@@ -317,10 +333,30 @@ export class SyncContext {
     const exp: { length?: number; hashes?: Hashes } = {};
     if (expected.length !== undefined) exp.length = expected.length;
     if (expected.hashes !== undefined) exp.hashes = expected.hashes;
-    return installFromStream(source, target, exp, {
-      fsync: this.options.durability === 'file',
-      root: this.options.dir,
-    });
+    const fsync = this.options.durability === 'file';
+    if (
+      (this.options.smallFastPath ?? true) &&
+      expected.length !== undefined &&
+      expected.length <= SMALL_RESOURCE_BYTES
+    ) {
+      const chunks: Uint8Array[] = [];
+      let n = 0;
+      for await (const chunk of source) {
+        n += chunk.byteLength;
+        if (n > expected.length)
+          throw new ResourceSyncError('RS_LENGTH_MISMATCH', `more than the ${expected.length} bytes declared`);
+        chunks.push(chunk);
+      }
+      const body = chunks.length === 1 ? (chunks[0] as Uint8Array) : Buffer.concat(chunks);
+      const hasher = createMultiHasher(algorithmsFor(expected));
+      hasher.update(body);
+      const result = { length: n, hashes: hasher.digest() };
+      verify(exp, result);
+      await ensureParentDirectory(this.options.dir, target);
+      writeFileAtomicSync(target, body, fsync);
+      return result;
+    }
+    return installFromStream(source, target, exp, { fsync, root: this.options.dir });
   }
 
   /** A record for an installed resource. */
@@ -356,9 +392,11 @@ export class SyncContext {
 
 /** Size of a regular file, or undefined. */
 export async function regularFileSize(path: string): Promise<number | undefined> {
+  // Synchronous on purpose: a stat of a cached inode (or a missing name) costs microseconds, less than a
+  // thread-pool round trip, and throwIfNoEntry avoids building an exception for every new resource.
   try {
-    const s = await stat(path);
-    return s.isFile() ? s.size : undefined;
+    const s = statSync(path, { throwIfNoEntry: false });
+    return s?.isFile() === true ? s.size : undefined;
   } catch {
     return undefined;
   }

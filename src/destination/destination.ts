@@ -56,6 +56,8 @@ export interface DestinationOptions {
   readonly durability?: Durability;
   /** Bound on a downloaded dump package (default 8 GiB). */
   readonly maxPackageBytes?: number;
+  /** Receive small resources (≤ 256 KiB declared) in memory and write them synchronously (default true). */
+  readonly smallFastPath?: boolean;
   readonly signal?: AbortSignal;
 }
 
@@ -170,6 +172,7 @@ export class Destination {
         tmpDir,
       };
       if (o.maxPackageBytes !== undefined) ctxOptions.maxPackageBytes = o.maxPackageBytes;
+      if (o.smallFastPath !== undefined) ctxOptions.smallFastPath = o.smallFastPath;
       if (o.signal !== undefined) ctxOptions.signal = o.signal;
       const mapperOptions: Parameters<typeof createPathMapper>[0] = {
         root: this.dir,

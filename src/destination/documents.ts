@@ -9,11 +9,32 @@ import { ResourceSyncError } from '../core/errors.js';
 import type { DocumentHeader, DocumentKind, Entry } from '../core/model.js';
 import type { DocumentStream } from '../xml/index.js';
 import type { SyncContext } from './context.js';
-import { openRemoteDocument } from './discovery.js';
+import { openDocument } from '../xml/index.js';
+import { readBody, retryWhole } from './http.js';
 import type { IntervalDocument } from './plan.js';
 
 /** Nesting limit for indexes of indexes (the standard has one level; a little slack for odd Sources). */
 const MAX_INDEX_DEPTH = 3;
+
+/**
+ * GETs a whole document into memory, then opens it for streaming. Reading the body at once (rather than as the
+ * entries are consumed) keeps no connection open while resources are fetched for minutes: a Source's
+ * keep-alive or idle timeout would otherwise cut a slowly read list. A transfer cut mid-body is retried.
+ * Memory: one document's bytes, bounded by the client's `maxDocumentBytes` (Sitemaps are ≤ 50 MB, §4.2).
+ */
+export async function fetchDocument(ctx: SyncContext, url: string): Promise<DocumentStream> {
+  const maxBytes = ctx.client.maxDocumentBytes;
+  const retry: { retries: number; signal?: AbortSignal } = { retries: 2 };
+  if (ctx.options.signal !== undefined) retry.signal = ctx.options.signal;
+  const { bytes, finalUrl } = await retryWhole(async () => {
+    const res = await ctx.client.get(url, {
+      ...(ctx.options.signal === undefined ? {} : { signal: ctx.options.signal }),
+      maxBytes,
+    });
+    return { bytes: await readBody(res, maxBytes), finalUrl: res.url };
+  }, retry);
+  return openDocument(bytes, { url: finalUrl, maxBytes });
+}
 
 /** Opens a remote document and checks that it is one of `kinds`. */
 export async function openExpected(
@@ -22,9 +43,7 @@ export async function openExpected(
   kinds: readonly DocumentKind[],
   what: string,
 ): Promise<DocumentStream> {
-  const init: { signal?: AbortSignal } = {};
-  if (ctx.options.signal !== undefined) init.signal = ctx.options.signal;
-  const doc = await openRemoteDocument(url, ctx.client, { url, ...init });
+  const doc = await fetchDocument(ctx, url);
   ctx.emit({ type: 'document', url, kind: doc.header.kind });
   if (!kinds.includes(doc.header.kind)) {
     await doc.entries.return(undefined);

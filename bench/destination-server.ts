@@ -1,0 +1,100 @@
+// A loopback Source for the Destination benchmarks, run as a child process so that it does not share the
+// event loop (or the core) with the Destination being measured.
+//
+//   node --import tsx bench/destination-server.ts static <resources> <bytes>   // static documents + resources
+//   node --import tsx bench/destination-server.ts big <entries>                // a huge Resource List Index, entries generated on request
+//
+// Prints one JSON line {"base": "..."} when listening; reads commands on stdin, one JSON object a line:
+//   {"cmd":"changes","n":1000}  publishes a Change List with n updates (new content), answers {"ok":true}
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createInterface } from 'node:readline';
+import { type ChangeSpec, StaticSource, makeResources } from '../test/destination/static-source.js';
+
+const AT = '2025-01-01T00:00:00Z';
+
+async function staticMode(n: number, size: number): Promise<void> {
+  const src = await StaticSource.start();
+  const resources = makeResources(n, size, 'bench');
+  src.publishResourceList(resources, AT, Math.max(1, Math.ceil(n / 5000)));
+  await src.publishResourceDump(resources, AT, Math.max(1, Math.ceil(n / 5000)));
+  src.publishChangeLists([{ from: AT, changes: [] }]);
+  src.publishCapabilities();
+  process.stdout.write(`${JSON.stringify({ base: src.base })}\n`);
+  let round = 0;
+  for await (const line of createInterface({ input: process.stdin })) {
+    const cmd = JSON.parse(line) as { cmd: string; n?: number };
+    if (cmd.cmd === 'changes') {
+      round++;
+      const changes: ChangeSpec[] = [];
+      const t0 = Date.parse(AT) + round * 86_400_000;
+      for (let i = 0; i < (cmd.n ?? 1000); i++) {
+        const r = resources[(i * 7) % resources.length]!;
+        const body = Buffer.from(r.body);
+        body.write(`round ${round} `, 0);
+        changes.push({
+          path: r.path,
+          change: 'updated',
+          datetime: new Date(t0 + i * 1000).toISOString().replace('.000Z', 'Z'),
+          body,
+        });
+      }
+      src.publishChangeLists([{ from: AT, changes }]);
+      src.publishCapabilities();
+      process.stdout.write(`${JSON.stringify({ ok: true })}\n`);
+    }
+  }
+}
+
+/** A Resource List Index of `entries` entries in lists of 50,000, generated on request (never held). */
+async function bigMode(entries: number): Promise<void> {
+  const per = 50_000;
+  const lists = Math.ceil(entries / per);
+  const NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"';
+  const server = createServer((req, res) => {
+    const path = new URL(req.url ?? '/', 'http://x').pathname;
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    if (path === '/resourcelist-index.xml') {
+      res.writeHead(200, { 'content-type': 'application/xml' });
+      let body = `<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex ${NS}>\n<rs:md capability="resourcelist" at="${AT}"/>\n`;
+      for (let i = 0; i < lists; i++) body += `<sitemap><loc>${base}/list-${i}.xml</loc></sitemap>\n`;
+      res.end(`${body}</sitemapindex>\n`);
+      return;
+    }
+    const m = /^\/list-(\d+)\.xml$/.exec(path);
+    if (m === null) {
+      res.writeHead(404);
+      res.end();
+      return;
+    }
+    const li = Number(m[1]);
+    res.writeHead(200, { 'content-type': 'application/xml' });
+    res.write(
+      `<?xml version="1.0" encoding="UTF-8"?>\n<urlset ${NS}>\n<rs:md capability="resourcelist" at="${AT}"/>\n`,
+    );
+    let i = li * per;
+    const end = Math.min(entries, (li + 1) * per);
+    const pump = (): void => {
+      while (i < end) {
+        const chunk: string[] = [];
+        for (let k = 0; k < 1000 && i < end; k++, i++)
+          chunk.push(
+            `<url><loc>${base}/res/${i}.txt</loc><lastmod>${AT}</lastmod><rs:md hash="md5:${(i % 1e9).toString(16).padStart(32, '0')}" length="2048"/></url>\n`,
+          );
+        if (!res.write(chunk.join(''))) {
+          res.once('drain', pump);
+          return;
+        }
+      }
+      res.end('</urlset>\n');
+    };
+    pump();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  process.stdout.write(`${JSON.stringify({ base: `http://127.0.0.1:${port}` })}\n`);
+}
+
+const [mode, a, b] = process.argv.slice(2);
+if (mode === 'big') await bigMode(Number(a ?? 1_000_000));
+else await staticMode(Number(a ?? 10_000), Number(b ?? 2048));

@@ -1,0 +1,171 @@
+// Destination benchmarks on loopback: baseline via Resource List and via Resource Dump, incremental of 1,000
+// changes, against a static Source in a child process (bench/destination-server.ts), with the file-writing
+// floor measured in the same run.
+//
+//   node --import tsx bench/destination-sync.ts [resources=10000] [runs=3]
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, open, rename, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { Durability } from '../src/destination/context.js';
+import { Destination } from '../src/destination/destination.js';
+
+const N = Number(process.argv[2] ?? 10_000);
+const RUNS = Number(process.argv[3] ?? 3);
+const SIZE = 2048;
+const here = dirname(fileURLToPath(import.meta.url));
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] as number;
+}
+
+async function startServer(): Promise<{ child: ChildProcess; base: string; send: (cmd: object) => Promise<void> }> {
+  const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
+  const args = ext === '.ts' ? ['--import', 'tsx'] : [];
+  const child = spawn(
+    process.execPath,
+    [...args, join(here, `destination-server${ext}`), 'static', String(N), String(SIZE)],
+    {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    },
+  );
+  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  const first = await lines.next();
+  const base = (JSON.parse(String(first.value)) as { base: string }).base;
+  const send = async (cmd: object): Promise<void> => {
+    child.stdin!.write(`${JSON.stringify(cmd)}\n`);
+    await lines.next();
+  };
+  return { child, base, send };
+}
+
+/** The floor: writing N new 2 KB files the way an install does (temp file, write, rename), with and without fsync. */
+async function writeFloor(concurrency: number, fsync: boolean, count: number): Promise<number> {
+  const dir = await mkdtemp(join(tmpdir(), 'rs-bench-floor-'));
+  const body = randomBytes(SIZE);
+  const dirs = 20;
+  for (let d = 0; d < dirs; d++) await mkdir(join(dir, `d${d}`));
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) {
+        const i = next++;
+        const target = join(dir, `d${i % dirs}`, `f${i}.txt`);
+        const tmp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
+        const fh = await open(tmp, 'wx');
+        await fh.write(body);
+        if (fsync) await fh.sync();
+        await fh.close();
+        await rename(tmp, target);
+      }
+    }),
+  );
+  const ms = performance.now() - t0;
+  await rm(dir, { recursive: true, force: true });
+  return count / (ms / 1000);
+}
+
+async function timeRun(fn: () => Promise<void>): Promise<number> {
+  const t0 = performance.now();
+  await fn();
+  return performance.now() - t0;
+}
+
+async function main(): Promise<void> {
+  const { child, base, send } = await startServer();
+  const url = `${base}/capabilitylist.xml`;
+  const out: string[] = [];
+  const report = (line: string): void => {
+    out.push(line);
+    process.stdout.write(`${line}\n`);
+  };
+  report(
+    `# Destination benchmarks: ${N} resources of ${SIZE} B, static Source in a child process on loopback, ${RUNS} runs (median)`,
+  );
+
+  const floorSeq = median(await Promise.all([writeFloor(1, false, N)]));
+  const floorConc: number[] = [];
+  for (let r = 0; r < RUNS; r++) floorConc.push(await writeFloor(16, false, N));
+  const floorFsync = await writeFloor(16, true, Math.min(N, 2000));
+  report(
+    `floor: new 2 KB files (temp+write+rename): ${floorSeq.toFixed(0)}/s sequential (${(1000 / floorSeq).toFixed(3)} ms each), ${median(floorConc).toFixed(0)}/s at concurrency 16; with fsync per file: ${floorFsync.toFixed(0)}/s`,
+  );
+
+  const listRates: Record<string, number> = {};
+  for (const durability of ['none', 'batch', 'file'] as Durability[]) {
+    const times: number[] = [];
+    const runs = durability === 'file' ? 1 : RUNS;
+    for (let r = 0; r < runs; r++) {
+      const dir = await mkdtemp(join(tmpdir(), 'rs-bench-list-'));
+      let failed = 0;
+      times.push(
+        await timeRun(async () => {
+          const s = await new Destination({
+            url,
+            dir,
+            noDumps: true,
+            durability,
+            concurrency: 32,
+            http: { connectionsPerHost: 16 },
+          }).baseline();
+          failed = s.counts.failed;
+          if (s.counts.created !== N) throw new Error(`created ${s.counts.created}`);
+        }),
+      );
+      if (failed > 0) throw new Error('failures');
+      await rm(dir, { recursive: true, force: true });
+    }
+    listRates[durability] = N / (median(times) / 1000);
+    report(
+      `baseline via Resource List, durability=${durability}: ${listRates[durability]!.toFixed(0)} resources/s (median ${median(times).toFixed(0)} ms; ${(listRates[durability]! / median(floorConc)).toFixed(2)}x the write floor)`,
+    );
+  }
+
+  for (const durability of ['none', 'batch'] as Durability[]) {
+    const times: number[] = [];
+    for (let r = 0; r < RUNS; r++) {
+      const dir = await mkdtemp(join(tmpdir(), 'rs-bench-dump-'));
+      times.push(
+        await timeRun(async () => {
+          const s = await new Destination({ url, dir, durability, concurrency: 32 }).baseline();
+          if (s.counts.created !== N || !s.via.includes('dump') || s.via.includes('list'))
+            throw new Error(`dump baseline: ${JSON.stringify(s.counts)} via ${s.via.join(',')}`);
+        }),
+      );
+      await rm(dir, { recursive: true, force: true });
+    }
+    const rate = N / (median(times) / 1000);
+    report(
+      `baseline via Resource Dump, durability=${durability}: ${rate.toFixed(0)} resources/s (median ${median(times).toFixed(0)} ms)`,
+    );
+  }
+
+  const dir = await mkdtemp(join(tmpdir(), 'rs-bench-inc-'));
+  await new Destination({ url, dir, noDumps: true, durability: 'none', concurrency: 32 }).baseline();
+  for (const durability of ['batch', 'none'] as Durability[]) {
+    const times: number[] = [];
+    for (let r = 0; r < RUNS; r++) {
+      await send({ cmd: 'changes', n: 1000 });
+      times.push(
+        await timeRun(async () => {
+          const s = await new Destination({ url, dir, noDumps: true, durability, concurrency: 32 }).sync();
+          if (s.operation !== 'incremental' || s.counts.updated !== 1000 || s.counts.failed !== 0)
+            throw new Error(`incremental: ${s.operation} ${JSON.stringify(s.counts)}`);
+        }),
+      );
+    }
+    const rate = 1000 / (median(times) / 1000);
+    report(
+      `incremental of 1,000 changes (Change List), durability=${durability}: ${rate.toFixed(0)} changes/s (median ${median(times).toFixed(0)} ms)`,
+    );
+  }
+  await rm(dir, { recursive: true, force: true });
+  child.kill();
+}
+
+await main();

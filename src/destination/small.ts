@@ -1,0 +1,105 @@
+/**
+ * A fast path for small resources (most of a typical collection): the body is received into memory (its
+ * declared length bounds it), hashed and verified, then written to a temporary file and renamed over the
+ * target with synchronous calls. Writing a few KB synchronously costs tens of microseconds, less than the four
+ * thread-pool round trips (open, write, close, rename) of the streaming path; the guarantees are the same:
+ * nothing is installed unless verified, readers see the old file or the new one, the temporary file is
+ * removed on failure, parents are created without following symbolic links.
+ *
+ * @module
+ */
+import { randomBytes } from 'node:crypto';
+import { closeSync, fsyncSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import type { HashAlgorithm } from '../core/constants.js';
+import { ResourceSyncError } from '../core/errors.js';
+import type { Hashes } from '../core/hash.js';
+import { createMultiHasher } from '../io/hashing.js';
+import { type HttpClient, retryWhole } from './http.js';
+import { type Expected, verify } from './install.js';
+import { ensureParentDirectory } from './paths.js';
+
+/** Resources declaring at most this length take the in-memory path (256 KiB). */
+export const SMALL_RESOURCE_BYTES = 256 * 1024;
+
+/** Options of {@link downloadSmall}. */
+export interface SmallDownloadOptions {
+  /** The Destination's root (parents created under it, symlinks refused). */
+  readonly root: string;
+  /** fsync the file before the rename. */
+  readonly fsync: boolean;
+  readonly signal?: AbortSignal;
+  /** Whole-download retries after network errors, timeouts and 5xx (default 2). */
+  readonly retries?: number;
+}
+
+/**
+ * GETs a resource whose declared length is at most {@link SMALL_RESOURCE_BYTES} and installs it at `target`
+ * after checking length and hashes. Memory: the body (bounded by the declared length; a longer body is
+ * refused as soon as it exceeds it).
+ *
+ * @throws ResourceSyncError RS_LENGTH_MISMATCH, RS_HASH_MISMATCH (old file untouched), RS_HTTP, RS_TIMEOUT,
+ *   RS_IO, RS_UNSAFE_PATH.
+ */
+export async function downloadSmall(
+  client: HttpClient,
+  url: string,
+  target: string,
+  expected: Expected & { readonly length: number },
+  options: SmallDownloadOptions,
+): Promise<{ length: number; hashes: Hashes }> {
+  const algs: HashAlgorithm[] = ['md5', 'sha-256'];
+  if (expected.hashes?.['sha-1'] !== undefined) algs.push('sha-1');
+  const retryOptions: { retries: number; signal?: AbortSignal } = { retries: options.retries ?? 2 };
+  if (options.signal !== undefined) retryOptions.signal = options.signal;
+  return retryWhole(async () => {
+    const res = await client.get(url, options.signal === undefined ? {} : { signal: options.signal });
+    const chunks: Uint8Array[] = [];
+    let n = 0;
+    for await (const chunk of res.body) {
+      n += chunk.byteLength;
+      if (n > expected.length)
+        throw new ResourceSyncError('RS_LENGTH_MISMATCH', `more than the ${expected.length} bytes declared`, {
+          url: res.url,
+        });
+      chunks.push(chunk);
+    }
+    const body = chunks.length === 1 ? (chunks[0] as Uint8Array) : Buffer.concat(chunks);
+    const hasher = createMultiHasher(algs);
+    hasher.update(body);
+    const result = { length: n, hashes: hasher.digest() };
+    verify(expected, result, res.url);
+    await ensureParentDirectory(options.root, target);
+    writeFileAtomicSync(target, body, options.fsync);
+    return result;
+  }, retryOptions);
+}
+
+/** Writes `body` to a temporary file next to `target` and renames it over `target` (synchronously). */
+export function writeFileAtomicSync(target: string, body: Uint8Array, fsync: boolean): void {
+  const tmp = join(dirname(target), `.${basename(target).slice(0, 200)}.${randomBytes(6).toString('hex')}.tmp`);
+  let fd: number | undefined;
+  try {
+    fd = openSync(tmp, 'wx', 0o644);
+    let off = 0;
+    while (off < body.byteLength) off += writeSync(fd, body, off, body.byteLength - off);
+    if (fsync) fsyncSync(fd);
+    closeSync(fd);
+    fd = undefined;
+    renameSync(tmp, target);
+  } catch (e) {
+    if (fd !== undefined) {
+      try {
+        closeSync(fd);
+      } catch {
+        // already failing
+      }
+    }
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // not created, or already renamed
+    }
+    throw new ResourceSyncError('RS_IO', `cannot write ${target}: ${(e as Error).message}`, { cause: e });
+  }
+}
