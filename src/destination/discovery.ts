@@ -601,6 +601,10 @@ export async function discover(
           .filter((e) => e.loc !== '' && (e.md?.capability === undefined || e.md.capability === 'capabilitylist'))
           .map((e) => ({ url: absolute(e.loc, docUrl), name: capabilityListName(absolute(e.loc, docUrl)), entry: e }));
         const listed = sets.map((s) => (s.name === undefined ? { url: s.url } : { url: s.url, name: s.name }));
+        if (sets.length === 0)
+          throw new ResourceSyncError('RS_DISCOVERY', 'the Source Description lists no Capability List', {
+            url: docUrl,
+          });
         const chosen = chooseSet(sets, options.set, docUrl, tried);
         if (chosen === undefined) return { sourceDescription: docUrl, sets: listed, tried };
         const set = await loadCapabilityList(chosen.url, chosen.name);
