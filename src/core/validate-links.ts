@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { RELATIONS } from './constants.js';
+import { RELATIONS, WELL_KNOWN_PATH } from './constants.js';
 import type { DocumentHeader, DocumentKind, Entry } from './model.js';
 import { RULES_BY_CODE } from './rules.js';
 import type { ValidationIssue } from './validate.js';
@@ -62,7 +62,10 @@ export function childLinks(
   // A document read from a file has no URL its children could point back to: no up/index comparison then.
   const self = isHttp(url) ? { upUrl: url } : {};
   if (kind === 'source-description') {
-    if (isHttp(entry.loc)) out.push({ url: entry.loc, context: { ...base, capability: 'capabilitylist', ...self } });
+    // A Source Description read at the well-known URI (§6.3.2) may also live at the URI its Capability Lists
+    // point up to (as in the standard's examples): the up target is not compared then.
+    const sd = url.endsWith(WELL_KNOWN_PATH) ? {} : self;
+    if (isHttp(entry.loc)) out.push({ url: entry.loc, context: { ...base, capability: 'capabilitylist', ...sd } });
   } else if (kind === 'capability-list') {
     const c = entry.md?.capability;
     if (c !== undefined && FOLLOWED.has(c) && isHttp(entry.loc))

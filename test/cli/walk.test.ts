@@ -90,6 +90,28 @@ describe('walking a Source', () => {
     assert.equal(walk.skipped(), 0);
   });
 
+  it('compares the up link of a Capability List with the Source Description URL, unless read at the well-known URI', async () => {
+    const original = pages['/cl.xml'] as string;
+    pages['/sd.xml'] = pages['/.well-known/resourcesync'] as string;
+    try {
+      pages['/cl.xml'] = original.replace('/.well-known/resourcesync"', '/sd.xml"');
+      const fromWellKnown = walkDocuments(`${base}/.well-known/resourcesync`, { maxDocuments: 2 });
+      const codes: string[][] = [];
+      for await (const d of fromWellKnown.documents)
+        if ('result' in d.outcome) codes.push(d.outcome.result.issues.map((i) => i.code));
+      assert.deepEqual(codes, [[], []]);
+      pages['/cl.xml'] = original;
+      const fromOther = walkDocuments(`${base}/sd.xml`, { maxDocuments: 2 });
+      const codes2: string[][] = [];
+      for await (const d of fromOther.documents)
+        if ('result' in d.outcome) codes2.push(d.outcome.result.issues.map((i) => i.code));
+      assert.deepEqual(codes2, [[], ['up-target-mismatch']]);
+    } finally {
+      pages['/cl.xml'] = original;
+      delete pages['/sd.xml'];
+    }
+  });
+
   it('validate --walk reports every document and exits 1 on the errors; --max-documents bounds it', async () => {
     const io = capture();
     assert.equal(await runValidate([`${base}/cl.xml`], { walk: true }, io), 1);
