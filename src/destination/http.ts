@@ -220,6 +220,8 @@ export class HttpClient {
     if (decompress) headers['accept-encoding'] = 'gzip, deflate, br';
     for (const [k, v] of Object.entries(init.headers ?? {})) headers[k.toLowerCase()] = v;
     const seen = new Set<string>();
+    const origin = current.origin;
+    const authorization = headers.authorization;
     for (let hop = 0; ; hop++) {
       const res = await this.#attempt(method, current, headers, init);
       const location = res.headers.location;
@@ -241,7 +243,9 @@ export class HttpClient {
           throw this.#fail(new ResourceSyncError('RS_HTTP', `more than ${this.#maxRedirects} redirects`, { url }));
         if (seen.has(next.href))
           throw this.#fail(new ResourceSyncError('RS_HTTP', `redirect loop at ${next.href}`, { url }));
-        if (next.origin !== current.origin) delete headers.authorization;
+        // Credentials go only to the origin they were given for (as fetch and curl do).
+        if (next.origin === origin && authorization !== undefined) headers.authorization = authorization;
+        else if (next.origin !== origin) delete headers.authorization;
         this.stats.redirects++;
         current = next;
         continue;

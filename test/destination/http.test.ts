@@ -303,6 +303,20 @@ describe('HttpClient', () => {
     assert.match(DEFAULT_USER_AGENT, /^resourcesync\/0\.1 \(\+https:\/\/github\.com\//);
   });
 
+  it('does not send the token to another origin on a redirect', async () => {
+    const other = await serve((_req, res) => res.end('other'));
+    const s = await serve((_req, res) => {
+      res.statusCode = 302;
+      res.setHeader('location', `${other.url.replace('127.0.0.1', 'localhost')}/x`);
+      res.end();
+    });
+    const c = client({ bearerToken: 'sekrit' });
+    const res = await c.get(`${s.url}/go`);
+    assert.equal(await text(res.body), 'other');
+    assert.equal(s.log[0]?.headers.authorization, 'Bearer sekrit');
+    assert.equal(other.log[0]?.headers.authorization, undefined);
+  });
+
   it('keeps requests in flight per host within connectionsPerHost', async () => {
     let inFlight = 0;
     let max = 0;
