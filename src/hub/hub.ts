@@ -35,6 +35,11 @@ export interface HubOptions {
   readonly db: string;
   /** Topic URLs publishers may publish to and subscribers may subscribe to. */
   readonly topics: readonly string[];
+  /**
+   * Topics beyond `topics`, decided per URL (e.g. every `…/resourcesync/<set>/changelist.xml` of a Source whose
+   * sets appear while it runs). Only absolute http(s) URLs are ever asked.
+   */
+  readonly acceptTopic?: (topic: string) => boolean;
   /** Public URL of the hub, sent as `Link: <hub>; rel="hub"` on deliveries. Default: the listening address + `path`. */
   readonly hubUrl?: string;
   /** Request path the hub answers on (default `/`); other paths are left to the caller (`handle` returns false). */
@@ -90,6 +95,7 @@ export interface Hub {
   publish(topic: string, body: Uint8Array, contentType?: string): number;
   /** The hub URL advertised in deliveries (after `listen`, or as configured). */
   readonly url: string | undefined;
+  /** The configured topics (`acceptTopic` may accept more). */
   readonly topics: ReadonlySet<string>;
   /** Unexpired subscriptions to a topic. */
   subscriptions(topic: string): Subscription[];
@@ -137,6 +143,8 @@ export function createHub(options: HubOptions): Hub {
     if (!isHttpUrl(t)) throw new ResourceSyncError('RS_CONFIG', `a topic must be an absolute http(s) URL: ${t}`);
     topics.add(t);
   }
+  const isTopic = (t: string): boolean =>
+    topics.has(t) || (options.acceptTopic !== undefined && isHttpUrl(t) && options.acceptTopic(t));
   const path = options.path ?? '/';
   const minLease = Math.max(1, options.minLeaseSeconds ?? 60);
   const maxLease = Math.max(minLease, options.maxLeaseSeconds ?? 30 * 86_400);
@@ -176,7 +184,7 @@ export function createHub(options: HubOptions): Hub {
   }
 
   function publish(topic: string, body: Uint8Array, contentType = 'application/xml'): number {
-    if (!topics.has(topic)) throw new ResourceSyncError('RS_CONFIG', `not a topic of this hub: ${topic}`);
+    if (!isTopic(topic)) throw new ResourceSyncError('RS_CONFIG', `not a topic of this hub: ${topic}`);
     const subs = store.active(topic);
     const buf = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
     const link = linkFor(topic);
@@ -243,7 +251,7 @@ export function createHub(options: HubOptions): Hub {
         return send(res, 401, 'publisher token required', { 'www-authenticate': 'Bearer' });
       const topic = form.get('hub.topic') ?? form.get('hub.url') ?? '';
       const contentUrl = form.get('hub.url') ?? topic;
-      if (!topics.has(topic)) return send(res, 403, `not a topic of this hub: ${topic}`);
+      if (!isTopic(topic)) return send(res, 403, `not a topic of this hub: ${topic}`);
       if (!isHttpUrl(contentUrl) || new URL(contentUrl).origin !== new URL(topic).origin) {
         return send(res, 400, 'hub.url must be an http(s) URL on the origin of the topic');
       }
@@ -256,7 +264,7 @@ export function createHub(options: HubOptions): Hub {
     const topic = form.get('hub.topic') ?? '';
     const callback = form.get('hub.callback') ?? '';
     if (!isHttpUrl(callback)) return send(res, 400, 'hub.callback must be an absolute http(s) URL without credentials');
-    if (!topics.has(topic)) return send(res, 404, `not a topic of this hub: ${topic}`);
+    if (!isTopic(topic)) return send(res, 404, `not a topic of this hub: ${topic}`);
     let lease = defaultLease;
     const leaseText = form.get('hub.lease_seconds');
     if (leaseText !== null && leaseText !== '') {
@@ -299,7 +307,7 @@ export function createHub(options: HubOptions): Hub {
     if (!authorizedPublisher(req)) return send(res, 401, 'publisher token required', { 'www-authenticate': 'Bearer' });
     const topic = findLink(req.headers.link, 'self');
     if (topic === undefined) return send(res, 400, 'a content publish needs Link: <topic>; rel="self"');
-    if (!topics.has(topic)) return send(res, 403, `not a topic of this hub: ${topic}`);
+    if (!isTopic(topic)) return send(res, 403, `not a topic of this hub: ${topic}`);
     const body = await readBody(req, maxContentBytes);
     const type = req.headers['content-type'] ?? 'application/xml';
     const n = publish(topic, body, type);

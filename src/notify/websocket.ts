@@ -39,6 +39,11 @@ export interface ChannelServerOptions {
   /** Connections per channel (default 10,000); more are refused with 503. */
   readonly maxClientsPerChannel?: number;
   readonly onEvent?: (event: ChannelEvent) => void;
+  /**
+   * Channels created on first use: an upgrade to a path that is not a channel yet is accepted (and the channel
+   * added) when this returns true, e.g. for sets of resources that appear while the Source runs.
+   */
+  readonly acceptPath?: (path: string) => boolean;
 }
 
 export type ChannelEvent =
@@ -107,6 +112,7 @@ export class ChannelServer {
   readonly #closeGraceMs: number;
   readonly #maxClients: number;
   readonly #onEvent: (e: ChannelEvent) => void;
+  readonly #acceptPath: ((path: string) => boolean) | undefined;
   readonly #pingTimer: NodeJS.Timeout;
   readonly #detach: (() => void)[] = [];
   #closed = false;
@@ -124,6 +130,7 @@ export class ChannelServer {
     this.#closeGraceMs = options.closeGraceMs ?? 5000;
     this.#maxClients = options.maxClientsPerChannel ?? 10_000;
     this.#onEvent = options.onEvent ?? ((): void => {});
+    this.#acceptPath = options.acceptPath;
     this.#pingTimer = setInterval(() => this.#ping(), options.pingIntervalMs ?? 30_000);
     this.#pingTimer.unref();
   }
@@ -171,7 +178,12 @@ export class ChannelServer {
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
-    const ch = this.#channels.get(q < 0 ? url : url.slice(0, q));
+    const path = q < 0 ? url : url.slice(0, q);
+    let ch = this.#channels.get(path);
+    if (ch === undefined && this.#acceptPath?.(path) === true && !this.#closed) {
+      this.addChannel(path);
+      ch = this.#channels.get(path);
+    }
     if (ch === undefined) return false;
     if (this.#closed || ch.peers.size >= this.#maxClients) {
       socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
