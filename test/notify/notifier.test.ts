@@ -77,7 +77,7 @@ describe('SourceNotifier with a live directory Source', () => {
         await site.scanPaths(['b.txt']);
         for (const log of [wsLog, subLog]) {
           const got = await log.waitFor((e) => e.type === 'notification');
-          assert.ok(got.type === 'notification');
+          assert.ok(got.type === 'notification' && got.notification.kind === 'change-notification');
           assert.equal(got.notification.capabilityListUrl, urls.capabilityList);
           const c = got.notification.changes[0]!;
           assert.equal(c.uri, `${baseUrl}b.txt`);
