@@ -102,9 +102,9 @@ class Utf8Decoder implements ChunkDecoder {
       this.carry = Buffer.from(b.subarray(end));
       b = b.subarray(0, end);
     }
-    if (isAscii(b)) return b.latin1Slice(0, b.length);
+    if (isAscii(b)) return b.toString('latin1');
     if (!isUtf8(b)) throw new TypeError('invalid UTF-8 sequence');
-    return b.utf8Slice(0, b.length);
+    return b.toString('utf8');
   }
 }
 
