@@ -323,6 +323,9 @@ export function validateDocument(doc: ResourceSyncDocument, options: ValidateOpt
   return v.finish();
 }
 
+/** Short name of {@link validateDocument} (`import { validate } from 'resourcesync'`). */
+export const validate: (doc: ResourceSyncDocument, options?: ValidateOptions) => ValidationResult = validateDocument;
+
 /**
  * Validates a document as it streams. A `ResourceSyncError` raised while reading the entries (malformed XML,
  * a limit) ends the document and becomes an error issue with the error's code; other errors are rethrown.
