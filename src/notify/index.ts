@@ -11,7 +11,22 @@ export type {
   NotificationReceived,
   NotificationRefused,
 } from './events.js';
+export {
+  type FollowOptions,
+  type FollowStats,
+  findNotificationEndpoints,
+  followNotifications,
+  type NotificationEndpoints,
+  noChannelError,
+} from './follow.js';
 export { findLink, formatWebSubLinks, parseLinkHeader, signBody, verifySignature } from './http-util.js';
+export {
+  mountRequestHandler,
+  type NotificationUrls,
+  type SetChange,
+  SourceNotifier,
+  type SourceNotifierOptions,
+} from './notifier.js';
 export {
   type ChangeNotification,
   type ChangeNotificationOptions,

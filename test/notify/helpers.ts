@@ -3,7 +3,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { NotificationEvent } from '../../src/notify/events.js';
 
 /** Collects events; `waitFor` resolves with the first (past or future) event matching, or rejects after a timeout. */
@@ -91,4 +93,16 @@ export async function withTempDir<T>(fn: (dir: string) => Promise<T>): Promise<T
 
 export function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** The repository root (the nearest folder with a package.json above this file, from src or dist). */
+export function repoRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json'))) dir = dirname(dir);
+  return dir;
+}
+
+/** A spec example from the shared fixtures. */
+export function specExample(name: string): Buffer {
+  return readFileSync(join(repoRoot(), '..', 'shared', 'fixtures', 'spec-examples', name));
 }
