@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
 import { isResourceSyncError } from '../../src/core/errors.js';
 import {
   capabilityListName,
@@ -223,6 +224,16 @@ describe('discover', () => {
     assert.equal(r.set, undefined);
     const r2 = await discover(`${base}/dead-up/resourcelist.xml`, client);
     assert.equal(r2.direct?.kind, 'resource-list');
+  });
+
+  it('reads gzip documents (a .xml.gz file, and Content-Encoding: gzip)', async () => {
+    const cap = docs.get('/set1/capabilitylist.xml') as Doc;
+    docs.set('/gz/capabilitylist.xml.gz', { type: 'application/gzip', body: gzipSync(cap.body) });
+    docs.set('/gz/encoded.xml', { body: gzipSync(cap.body), headers: { 'content-encoding': 'gzip' } });
+    const r = await discover(`${base}/gz/capabilitylist.xml.gz`, client);
+    assert.deepEqual(r.set?.capabilities.get('resourcelist'), [`${base}/set1/resourcelist.xml`]);
+    const r2 = await discover(`${base}/gz/encoded.xml`, client);
+    assert.equal(r2.set?.url, `${base}/gz/encoded.xml`);
   });
 
   it('stops at an up-link loop', async () => {
