@@ -7,3 +7,4 @@
 export type { DeliveryEvent, DeliveryOptions } from './delivery.js';
 export { createHub, type Hub, type HubEvent, type HubOptions } from './hub.js';
 export { type Subscription, SubscriptionStore } from './store.js';
+export { attachSourceNotifications, type SourceNotifications, type SourceNotificationsOptions } from './attach.js';

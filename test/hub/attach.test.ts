@@ -6,17 +6,16 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { request } from 'undici';
-import { createHub } from '../../src/hub/index.js';
+import { attachSourceNotifications } from '../../src/hub/attach.js';
 import type { NotificationEvent } from '../../src/notify/events.js';
 import { parseLinkHeader } from '../../src/notify/http-util.js';
-import { mountRequestHandler, SourceNotifier } from '../../src/notify/notifier.js';
 import { ChannelClient } from '../../src/notify/websocket-client.js';
 import { WebSubSubscriber } from '../../src/notify/websub-subscriber.js';
 import { type DirectorySource, openDirectorySource } from '../../src/source/index.js';
 import { createSourceServer } from '../../src/source/server.js';
-import { drain, EventLog, withTempDir } from './helpers.js';
+import { drain, EventLog, withTempDir } from '../notify/helpers.js';
 
-describe('SourceNotifier with a live directory Source', () => {
+describe('attachSourceNotifications with a live directory Source', () => {
   it('pushes a recorded change over WebSocket and WebSub within the same moment', async () => {
     await withTempDir(async (dir) => {
       const col = join(dir, 'col');
@@ -31,24 +30,18 @@ describe('SourceNotifier with a live directory Source', () => {
       const baseUrl = address.url;
       const site = await openDirectorySource({ dir: col, baseUrl, watch: false, stateDir: join(dir, 'state') });
       resolveSite(site);
-      const hubUrl = `${baseUrl}hub`;
       const errors: string[] = [];
-      const notifier = new SourceNotifier({ baseUrl, hubUrl, onError: (m) => errors.push(m) });
-      const hub = createHub({
-        db: ':memory:',
-        topics: [],
-        acceptTopic: (t) => notifier.isTopic(t),
-        path: '/hub',
-        hubUrl,
+      const wired = attachSourceNotifications({
+        server: server.httpServer,
+        baseUrl,
+        site,
+        hub: { db: join(dir, 'hub.db') },
+        onError: (m) => errors.push(m),
       });
-      notifier.attach(server.httpServer);
-      const unmount = mountRequestHandler(server.httpServer, (req, res) => {
-        if (hub.handle(req, res)) return true;
-        const link = notifier.linkHeader(new URL(req.url ?? '/', baseUrl).pathname);
-        if (link !== undefined) res.setHeader('link', link);
-        return false;
-      });
-      const stop = site.onChange((changes) => notifier.notifyChanges(changes));
+      const { notifier } = wired;
+      const hub = wired.hub!;
+      const hubUrl = wired.hubUrl;
+      assert.equal(hubUrl, `${baseUrl}hub`);
       const urls = notifier.urls('default');
       const ws = new ChannelClient({ url: urls.changeChannel });
       const wsLog = new EventLog<NotificationEvent>();
@@ -95,14 +88,11 @@ describe('SourceNotifier with a live directory Source', () => {
         );
         assert.deepEqual(errors, []);
       } finally {
-        stop();
         await ws.close();
         await sub?.close();
         await wsPump;
         await subPump;
-        unmount();
-        await notifier.close();
-        await hub.close();
+        await wired.close();
         await server.close();
         await site.close();
       }

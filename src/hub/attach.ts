@@ -1,0 +1,110 @@
+/**
+ * Everything `serve` needs for notifications in one call: WebSocket channels on the server's upgrades, a WebSub
+ * hub mounted under a path of the same server (or an external hub to publish to), WebSub discovery `Link`
+ * headers on the Capability List and Change List responses, and the Source's recorded changes published as
+ * change notifications on both.
+ *
+ * @module
+ */
+import type { Server } from 'node:http';
+import { mountRequestHandler, type SetChange, SourceNotifier } from '../notify/notifier.js';
+import type { ChannelServerOptions } from '../notify/websocket.js';
+import { createHub, type Hub, type HubOptions } from './hub.js';
+
+export interface SourceNotificationsOptions {
+  /** The Source's HTTP server (e.g. `SourceServer.httpServer`). */
+  readonly server: Server;
+  /** The Source's base URL (what its documents use). */
+  readonly baseUrl: string;
+  /** Anything with the `SourceSite.onChange` shape. */
+  readonly site: {
+    onChange(listener: (changes: readonly SetChange[]) => void): () => void;
+  };
+  /** WebSocket channels (default on). */
+  readonly websocket?: boolean | ChannelServerOptions;
+  /**
+   * WebSub: `{ db, path? }` mounts a hub of our own at `<base>hub` (or `path`), with subscriptions in `db`;
+   * `{ url }` publishes to an external hub (which must accept the topics); absent: no WebSub.
+   */
+  readonly hub?:
+    | ({ readonly db: string; readonly path?: string } & Omit<
+        HubOptions,
+        'db' | 'topics' | 'path' | 'hubUrl' | 'acceptTopic'
+      >)
+    | { readonly url: string; readonly token?: string };
+  readonly onError?: (message: string, error?: unknown) => void;
+}
+
+export interface SourceNotifications {
+  readonly notifier: SourceNotifier;
+  /** The hub mounted in the server, when one was asked for. */
+  readonly hub: Hub | undefined;
+  /** The hub URL advertised (own or external). */
+  readonly hubUrl: string | undefined;
+  /** Stops publishing, closes the channels (1001) and the hub, restores the server's request listeners. */
+  close(): Promise<void>;
+}
+
+/**
+ * Wires notifications into a running Source server. Call after the server's request listener is installed
+ * (`createSourceServer`), before or after `listen`.
+ *
+ * @example
+ * ```ts
+ * const n = attachSourceNotifications({ server: server.httpServer, baseUrl, site, hub: { db: join(stateDir, 'hub.db') } });
+ * // Capability List: add n.notifier.capabilityListEntries(set) and n.notifier.hubLinks()
+ * // shutdown: await n.close(); await server.close();
+ * ```
+ */
+export function attachSourceNotifications(options: SourceNotificationsOptions): SourceNotifications {
+  const base = new URL(options.baseUrl);
+  if (!base.pathname.endsWith('/')) base.pathname += '/';
+  const own = options.hub !== undefined && 'db' in options.hub ? options.hub : undefined;
+  const external = options.hub !== undefined && 'url' in options.hub ? options.hub : undefined;
+  const hubPath = own === undefined ? undefined : (own.path ?? `${base.pathname}hub`);
+  const hubUrl = own !== undefined ? new URL(hubPath!, base.origin).href : external?.url;
+  const notifier = new SourceNotifier({
+    baseUrl: base.href,
+    ...(hubUrl === undefined ? {} : { hubUrl }),
+    ...(external?.token === undefined ? {} : { publisher: { token: external.token } }),
+    ...(options.websocket === undefined ? {} : { websocket: options.websocket }),
+    ...(options.onError === undefined ? {} : { onError: options.onError }),
+  });
+  let hub: Hub | undefined;
+  if (own !== undefined) {
+    const { db, path: _path, ...rest } = own;
+    hub = createHub({
+      ...rest,
+      db,
+      topics: [],
+      acceptTopic: (t) => notifier.isTopic(t),
+      path: hubPath!,
+      hubUrl: hubUrl!,
+    });
+  }
+  const detachChannels = notifier.attach(options.server);
+  const unmount = mountRequestHandler(options.server, (req, res) => {
+    if (hub?.handle(req, res) === true) return true;
+    const target = req.url ?? '/';
+    const q = target.indexOf('?');
+    const link = notifier.linkHeader(q < 0 ? target : target.slice(0, q));
+    if (link !== undefined) res.setHeader('link', link);
+    return false;
+  });
+  const stop = options.site.onChange((changes) => notifier.notifyChanges(changes));
+  let closed = false;
+  return {
+    notifier,
+    hub,
+    hubUrl,
+    async close() {
+      if (closed) return;
+      closed = true;
+      stop();
+      detachChannels();
+      await notifier.close();
+      await hub?.close();
+      unmount();
+    },
+  };
+}
