@@ -41,6 +41,8 @@ export interface Input {
   readonly source: string;
   /** The final URL after redirects, for URLs. */
   readonly url?: string;
+  /** The file system path, for files. */
+  readonly path?: string;
   readonly bytes: AsyncIterable<Uint8Array>;
   close(): Promise<void>;
 }
@@ -69,7 +71,7 @@ export async function openInput(arg: string, options: InputOptions = {}): Promis
     const reason = code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : String(e);
     throw new ResourceSyncError('RS_IO', `cannot read ${arg}: ${reason}`, { cause: e });
   }
-  return { source: arg, bytes: mapFileErrors(arg, fileSource(arg)), close: async () => {} };
+  return { source: arg, path: arg, bytes: mapFileErrors(arg, fileSource(arg)), close: async () => {} };
 }
 
 async function* mapFileErrors(path: string, source: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
@@ -144,4 +146,25 @@ function httpError(url: string, e: unknown): ResourceSyncError {
     url,
     cause: e,
   });
+}
+
+/**
+ * The first chunk of a byte stream, and the whole stream again (the first chunk included) to read from.
+ * Returning early from `rest` closes the source.
+ */
+export async function peekBytes(
+  source: AsyncIterable<Uint8Array>,
+): Promise<{ readonly head: Uint8Array | undefined; readonly rest: AsyncIterable<Uint8Array> }> {
+  const it = source[Symbol.asyncIterator]();
+  const first = await it.next();
+  async function* rest(): AsyncGenerator<Uint8Array> {
+    try {
+      if (first.done === true) return;
+      yield first.value;
+      for (let r = await it.next(); r.done !== true; r = await it.next()) yield r.value;
+    } finally {
+      await it.return?.();
+    }
+  }
+  return { head: first.done === true ? undefined : first.value, rest: rest() };
 }

@@ -1,6 +1,6 @@
 /**
  * `resourcesync validate [--json] <file-or-url>...`: every rule of the standard, one line per issue, a summary
- * per document. Exit codes: 0 no error (warnings allowed), 1 a document has an error (or is malformed), 2 an
+ * per document. A ZIP input is taken as a dump package (see `validate-package.ts`). Exit codes: 0 no error (warnings allowed), 1 a document has an error (or is malformed), 2 an
  * input cannot be read or the arguments are wrong.
  *
  * @module
@@ -12,7 +12,8 @@ import type { DocumentHeader, DocumentKind, Entry } from '../core/model.js';
 import { issueFromError, type ValidationIssue, type ValidationResult, validateStream } from '../core/validate.js';
 import { openDocument } from '../xml/index.js';
 import { EXIT } from './exit.js';
-import { type InputOptions, isInputError, openInput } from './input.js';
+import { type Input, type InputOptions, isInputError, openInput, peekBytes } from './input.js';
+import { isZipHead, spoolToTempFile, validatePackage } from './validate-package.js';
 import { walkDocuments } from './walk.js';
 
 /** Where a command writes; tests pass their own. */
@@ -52,6 +53,8 @@ export interface ValidateCommandOptions extends InputOptions {
   readonly strict?: boolean;
   readonly maxEntries?: number;
   readonly maxIssues?: number;
+  /** For dump packages: read every bitstream to check length and hash (default true). */
+  readonly verify?: boolean;
 }
 
 /** The outcome for one input: a validation result, or the error that kept it from being read. */
@@ -91,7 +94,9 @@ export async function validateInput(
   };
   try {
     const url = input.url ?? arg;
-    const stream = await openDocument(input.bytes, { url });
+    const { head, rest } = await peekBytes(input.bytes);
+    if (isZipHead(head)) return { source: arg, result: await validateZip(input, rest, options) };
+    const stream = await openDocument(rest, { url });
     const extra = hooks.onHeader?.(stream.header, url) ?? [];
     const onEntry = hooks.onEntry;
     const entries = onEntry === undefined ? stream.entries : tap(stream.entries, onEntry);
@@ -109,6 +114,29 @@ export async function validateInput(
     throw e;
   } finally {
     await input.close();
+  }
+}
+
+/** A dump package: validated from its file, or from a temporary copy of what the URL or stdin gives. */
+async function validateZip(
+  input: Input,
+  rest: AsyncIterable<Uint8Array>,
+  options: ValidateCommandOptions,
+): Promise<ValidationResult> {
+  const packageOptions = {
+    ...(options.maxEntries === undefined ? {} : { maxEntries: options.maxEntries }),
+    ...(options.maxIssues === undefined ? {} : { maxIssues: options.maxIssues }),
+    ...(options.verify === undefined ? {} : { verify: options.verify }),
+  };
+  if (input.path !== undefined) {
+    await rest[Symbol.asyncIterator]().return?.();
+    return validatePackage(input.path, input.source, packageOptions);
+  }
+  const spooled = await spoolToTempFile(rest);
+  try {
+    return await validatePackage(spooled.file, input.source, packageOptions);
+  } finally {
+    await spooled.remove();
   }
 }
 
@@ -244,7 +272,9 @@ Exit codes:
 export function register(program: Command): void {
   program
     .command('validate')
-    .description('check ResourceSync documents (files or http(s) URLs) against every rule of the standard')
+    .description(
+      'check ResourceSync documents (files or http(s) URLs) against every rule of the standard; a ZIP dump package is checked with its manifest.xml and bitstreams',
+    )
     .argument('[inputs...]', 'files, http(s) URLs, or - for standard input')
     .option('--list-rules', 'print every rule (code, severity, section, summary) and exit')
     .option('--json', 'one JSON object per document (JSON lines): source, kind, entries, issues')
@@ -278,6 +308,7 @@ ${EXIT_HELP}`,
         json: o['json'] === true,
         strict: o['strict'] === true,
         walk: o['walk'] === true,
+        verify: o['verify'] !== false,
         ...(typeof o['maxDocuments'] === 'number' ? { maxDocuments: o['maxDocuments'] } : {}),
         ...(typeof o['expect'] === 'string' ? { expect: o['expect'] as DocumentKind } : {}),
         ...(typeof o['timeout'] === 'number' ? { timeoutMs: o['timeout'] } : {}),

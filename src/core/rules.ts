@@ -294,11 +294,38 @@ export const RULES = [
     '§10.1, §11.1, §12.1, §13.1',
     'a document listed in an index without <rs:ln rel="index"> to that index',
   ),
+  // Dump packages (ZIP files with manifest.xml)
+  rule('package-path-missing', 'error', '§11.2, §13.2', 'a manifest path naming no file of the package'),
+  rule(
+    'package-length-mismatch',
+    'error',
+    '§7, §11.2',
+    'a bitstream whose size differs from the length its manifest entry gives',
+  ),
+  rule(
+    'package-hash-mismatch',
+    'error',
+    '§7, §11.2',
+    'a bitstream whose digest differs from the hash its manifest entry gives',
+  ),
+  rule('package-file-unlisted', 'warning', '§11.2, §13.2', 'a file of the package that the manifest does not describe'),
+  rule(
+    'package-manifest-kind',
+    'error',
+    '§11.2, §13.2',
+    'manifest.xml is not a Resource Dump Manifest or Change Dump Manifest',
+  ),
   // Documents that cannot be read (the reader's error codes, see errors.ts)
   rule('RS_XML_SYNTAX', 'error', 'XML 1.0', 'the document is not well-formed XML'),
   rule('RS_XML_DTD', 'error', 'XML 1.0', 'a DTD or entity declaration (refused for safety)'),
   rule('RS_LIMIT', 'error', '§7', 'a size, depth or count limit of the reader was exceeded'),
   rule('RS_NOT_RESOURCESYNC', 'error', '§7', 'the root is not <urlset> or <sitemapindex> of the Sitemap namespace'),
+  rule(
+    'RS_ZIP',
+    'error',
+    '§11.2, §13.2',
+    'a dump package that is not a readable, safe ZIP with manifest.xml at its top',
+  ),
 ] as const satisfies readonly Rule[];
 
 /** The code of a rule of {@link RULES}. */

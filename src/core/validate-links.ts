@@ -7,8 +7,7 @@
  */
 import { RELATIONS, WELL_KNOWN_PATH } from './constants.js';
 import type { DocumentHeader, DocumentKind, Entry } from './model.js';
-import { RULES_BY_CODE } from './rules.js';
-import type { ValidationIssue } from './validate.js';
+import { createIssue, type ValidationIssue } from './validate.js';
 import { quote } from './validate-values.js';
 
 /** How a document was reached: from which document, and what that document said it is. */
@@ -112,20 +111,6 @@ function normalize(u: string): string {
   return `${scheme}://${host}${rest}`;
 }
 
-function issue(code: string, message: string, attribute?: string): ValidationIssue {
-  const rule = RULES_BY_CODE.get(code);
-  if (rule === undefined) throw new Error(`unknown rule ${code}`);
-  const i: { -readonly [K in keyof ValidationIssue]: ValidationIssue[K] } = {
-    code,
-    severity: rule.severity,
-    message,
-    section: rule.section,
-    element: attribute === 'capability' ? 'rs:md' : 'rs:ln',
-  };
-  if (attribute !== undefined) i.attribute = attribute;
-  return i;
-}
-
 /**
  * The rules between a document and the one that listed it: same capability (§6.1), `up` to the Capability
  * List or Source Description above it (§9–§13), `index` to the index it sits under (recommended, §10.1,
@@ -136,31 +121,31 @@ export function checkLinkedDocument(header: DocumentHeader, context: LinkContext
   const capability = header.md?.capability;
   if (capability !== undefined && capability !== context.capability)
     issues.push(
-      issue(
+      createIssue(
         'capability-mismatch',
         `${quote(context.parentUrl)} lists this document as ${quote(context.capability)}, it says ${quote(capability)}`,
-        'capability',
+        { element: 'rs:md', attribute: 'capability' },
       ),
     );
   const ups = header.links.filter((l) => l.rel === RELATIONS.up);
   if (context.upUrl !== undefined && ups.length > 0 && !ups.some((l) => sameUrl(l.href, context.upUrl as string)))
     issues.push(
-      issue(
+      createIssue(
         'up-target-mismatch',
         `up points to ${quote(ups[0]?.href ?? '')}, not to ${quote(context.upUrl)}${context.capability === 'capabilitylist' ? ' (the Source Description)' : ' (the Capability List)'}`,
-        'href',
+        { element: 'rs:ln', attribute: 'href' },
       ),
     );
   if (context.indexUrl !== undefined) {
     const idx = header.links.filter((l) => l.rel === RELATIONS.index);
     if (!idx.some((l) => sameUrl(l.href, context.indexUrl as string)))
       issues.push(
-        issue(
+        createIssue(
           'index-link-recommended',
           idx.length === 0
             ? `no <rs:ln rel="index"> to the index that lists it (${quote(context.indexUrl)})`
             : `the index link points to ${quote(idx[0]?.href ?? '')}, not to ${quote(context.indexUrl)}`,
-          'href',
+          { element: 'rs:ln', attribute: 'href' },
         ),
       );
   }

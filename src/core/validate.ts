@@ -366,9 +366,29 @@ export interface ValidateStreamOptions extends ValidateOptions {
   readonly rethrow?: (e: ResourceSyncError) => boolean;
 }
 
+/**
+ * An issue of a rule of {@link RULES}, with the rule's severity and section (or a narrower `section`), for
+ * checks made outside the validator (between documents, against a package).
+ */
+export function createIssue(
+  code: RuleCode,
+  message: string,
+  where: {
+    readonly entry?: number;
+    readonly line?: number;
+    readonly element?: string;
+    readonly attribute?: string;
+  } = {},
+  section?: string,
+): ValidationIssue {
+  const rule = RULES_BY_CODE.get(code);
+  if (rule === undefined) throw new Error(`unknown rule ${code}`);
+  return withWhere({ code, severity: rule.severity, message, section: section ?? rule.section }, where);
+}
+
 /** The issue for a document that could not be read (or read to its end): the error's code, as an error. */
 export function issueFromError(e: ResourceSyncError): ValidationIssue {
-  const section = e.code === 'RS_XML_SYNTAX' || e.code === 'RS_XML_DTD' ? 'XML 1.0' : '§7';
+  const section = RULES_BY_CODE.get(e.code)?.section ?? '§7';
   return withWhere(
     { code: e.code, severity: 'error', message: e.message, section },
     { entry: e.entry, line: e.line, element: e.element },

@@ -413,6 +413,13 @@ const NOT_FROM_THE_MODEL = new Set([
   'capability-mismatch',
   'up-target-mismatch',
   'index-link-recommended',
+  // dump packages: test/cli/validate-package.test.ts
+  'package-path-missing',
+  'package-length-mismatch',
+  'package-hash-mismatch',
+  'package-file-unlisted',
+  'package-manifest-kind',
+  'RS_ZIP',
   // from the reader: test/conformance/invalid-documents.test.ts
   'header-after-entries',
   'element-misplaced',
