@@ -215,8 +215,8 @@ export const RULES = [
   rule(
     'capability-entry-missing',
     'error',
-    '§9, N-§5',
-    'an entry of a Capability List or framework notification without capability',
+    '§8, §9, N-§5',
+    'an entry <rs:md> of a Source Description, Capability List or framework notification without capability',
   ),
   rule(
     'capability-entry-invalid',
