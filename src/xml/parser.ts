@@ -299,17 +299,36 @@ export class DocumentParser {
     FORBIDDEN_CHARS_G.lastIndex = m;
     const f = FORBIDDEN_CHARS_G.exec(text);
     if (f !== null) this.forbidden(f[0].charCodeAt(0), f.index);
+    if (this.badChar >= 0) this.nextBad = this.badChar - this.base;
     this.hasAmp = text.indexOf('&', m) >= 0;
     this.hasCR = text.indexOf('\r', m) >= 0;
     this.hasTab = text.indexOf('\t', m) >= 0;
     this.nextLt = -2;
   }
 
-  private forbidden(cp: number, p: number): never {
+  /**
+   * Notes a character XML forbids at `p`. It is reported when the parser gets there, or instead of any
+   * later error, so that the first error in document order is the one reported, however the input is cut.
+   */
+  private forbidden(cp: number, p: number): void {
+    if (this.badChar >= 0) return;
+    this.badChar = this.base + p;
+    this.badCode = cp;
+  }
+
+  /** Absolute offset of the first forbidden character seen, or -1. */
+  private badChar = -1;
+  private badCode = 0;
+  /** `badChar` relative to the buffer (Infinity when none). */
+  private nextBad = Number.POSITIVE_INFINITY;
+
+  private reportBadChar(): never {
+    const cp = this.badCode;
+    this.badChar = -1;
     return this.fail(
       'RS_XML_SYNTAX',
       `character U+${cp.toString(16).toUpperCase().padStart(4, '0')} is not allowed in XML 1.0`,
-      p,
+      this.nextBad,
     );
   }
 
@@ -375,6 +394,7 @@ export class DocumentParser {
     this.nextNl = nl < 0 ? Number.POSITIVE_INFINITY : nl;
     const m = FORBIDDEN_CHARS.exec(text);
     if (m !== null) this.forbidden(m[0].charCodeAt(0), b.length - text.length + m.index);
+    if (this.badChar >= 0) this.nextBad = this.badChar - this.base;
     this.hasAmp = b.indexOf('&') >= 0;
     this.hasCR = b.indexOf('\r') >= 0;
     this.hasTab = b.indexOf('\t') >= 0;
@@ -396,6 +416,7 @@ export class DocumentParser {
   // Errors and issues
 
   fail(code: ErrorCode, message: string, p: number, element?: string): never {
+    if (this.badChar >= 0 && p >= this.nextBad) this.reportBadChar();
     const { line, column } = this.position(Math.min(p, this.buf.length));
     throw new ResourceSyncError(code, message, {
       ...(this.opts.url === undefined ? {} : { url: this.opts.url }),
@@ -466,6 +487,7 @@ export class DocumentParser {
       p = next;
     }
     this.pos = p;
+    if (p > this.nextBad) this.reportBadChar();
     if (this.depth > 1 && this.base + p - this.unitStart > this.opts.maxEntryBytes) this.entryTooLarge(p);
   }
 

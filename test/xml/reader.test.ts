@@ -5,7 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
+import fc from 'fast-check';
 import { RS_NS, SITEMAP_NS } from '../../src/core/constants.js';
+import { ResourceSyncError } from '../../src/core/errors.js';
 import { fileSource, MAX_ISSUES, openDocument, readDocument, serializeDocument } from '../../src/xml/index.js';
 import { byteChunks, randomChunks, rejectsWith, SPEC_DIR, specExamples, withoutLines } from './helpers.js';
 
@@ -14,8 +16,12 @@ const enc = (s: string): Uint8Array => Buffer.from(s, 'utf8');
 const doc = (body: string, root = 'urlset'): string =>
   `<?xml version="1.0" encoding="UTF-8"?>\n<${root} ${NS}>\n${body}\n</${root}>\n`;
 
+// Read at load time: a missing fixtures directory fails the file instead of silently running no example.
+const EXAMPLES = specExamples();
+assert.ok(EXAMPLES.length >= 30, `only ${EXAMPLES.length} spec examples found in ${SPEC_DIR}`);
+
 describe('spec examples', () => {
-  for (const file of specExamples()) {
+  for (const file of EXAMPLES) {
     it(`${file}: whole, byte by byte, random chunks give one model; read -> write -> read is stable`, async () => {
       const bytes = readFileSync(join(SPEC_DIR, file));
       const whole = await readDocument(bytes, { url: file });
@@ -370,5 +376,66 @@ describe('refusals', () => {
     const bomb = gzipSync(Buffer.concat([enc(`<urlset ${NS}>`), Buffer.alloc(20_000_000, 32), enc('</urlset>')]));
     await rejectsWith(() => readDocument(bomb, { maxBytes: 1_000_000 }), 'RS_LIMIT');
     await rejectsWith(() => readDocument(gzipSync(enc(big)).subarray(0, 200)), 'RS_XML_SYNTAX');
+  });
+});
+
+describe('mutated documents (fuzz)', () => {
+  const PIECES = [
+    '<',
+    '>',
+    '&',
+    ';',
+    '"',
+    "'",
+    '/',
+    '=',
+    ' ',
+    '\n',
+    '!',
+    '?',
+    '[',
+    ']',
+    '-',
+    ':',
+    'x',
+    'rs:',
+    '&amp;',
+    '<!--',
+    '-->',
+    '<![CDATA[',
+    ']]>',
+    '</url>',
+    '<url>',
+    '\u0001',
+    'é',
+  ];
+  it('either read or refused with a ResourceSyncError, the same whole and in random chunks', async () => {
+    const sources = EXAMPLES.map((f) => readFileSync(join(SPEC_DIR, f), 'utf8'));
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: sources.length - 1 }),
+        fc.array(fc.tuple(fc.nat(), fc.nat({ max: 3 }), fc.constantFrom(...PIECES)), { minLength: 1, maxLength: 4 }),
+        fc.integer({ min: 1, max: 1000 }),
+        async (which, edits, seed) => {
+          let text = sources[which]!;
+          for (const [at, del, piece] of edits) {
+            const i = at % (text.length + 1);
+            text = text.slice(0, i) + piece + text.slice(i + del);
+          }
+          const bytes = enc(text);
+          const outcome = async (src: Parameters<typeof readDocument>[0]): Promise<unknown> => {
+            try {
+              return await readDocument(src);
+            } catch (e) {
+              if (!(e instanceof ResourceSyncError)) throw e;
+              return { code: e.code, line: e.line, column: e.column };
+            }
+          };
+          const whole = await outcome(bytes);
+          assert.deepStrictEqual(await outcome(randomChunks(bytes, seed, 30)), whole);
+        },
+      ),
+      { numRuns: 400, seed: 7 },
+    );
   });
 });
