@@ -265,7 +265,8 @@ export const EXIT_HELP = `
 Exit codes:
   0  every document is valid (warnings allowed; with --strict, no warning either)
   1  a document has an error, or is not well-formed XML / not a ResourceSync document
-  2  an input cannot be read (missing file, HTTP error, timeout) or the arguments are wrong
+  2  an input cannot be read (missing file, HTTP error, timeout; with --walk, any document of the walk)
+     or the arguments are wrong
 `;
 
 /** Adds `validate` to the program. */
