@@ -7,6 +7,8 @@
 import { formatDatetime, parseDatetime } from '../core/datetime.js';
 import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
 import type { Entry } from '../core/model.js';
+import type { ResourceRecord } from './state.js';
+import { join } from 'node:path';
 import { forEachConcurrent } from './concurrent.js';
 import { type SyncContext, describeError, hashLocal, regularFileSize } from './context.js';
 import { openExpected, openListTree } from './documents.js';
@@ -115,6 +117,7 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
   if (at === undefined)
     ctx.warn('RS_INVALID_VALUE', `the Source gives no "at" time; using the local start time ${started}`);
   if (complete && !ctx.options.dryRun) {
+    if (at !== undefined) await retireExtras(ctx, at);
     ctx.state.transaction(() => {
       ctx.state.setWatermark({ at: watermark, kind: 'baseline', sourceUrl: ctx.options.source });
       ctx.state.journalEnd();
@@ -122,6 +125,50 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
     ctx.emit({ type: 'watermark', at: watermark });
   }
   return { at: watermark, complete, via };
+}
+
+/**
+ * Marks an unchanged resource as seen in this snapshot: its record's source datetime becomes `at` (never
+ * lowered), so {@link retireExtras} can tell it from resources the Source no longer lists.
+ */
+async function touch(ctx: SyncContext, rec: ResourceRecord | undefined, at: string | undefined): Promise<void> {
+  if (rec === undefined || at === undefined || ctx.options.dryRun) return;
+  const atMs = parseDatetime(at)?.ms;
+  const recMs = rec.sourceDatetime === undefined ? undefined : parseDatetime(rec.sourceDatetime)?.ms;
+  if (atMs === undefined || (recMs !== undefined && recMs >= atMs)) return;
+  await ctx.recorder.put({ ...rec, sourceDatetime: at });
+}
+
+/**
+ * After a complete baseline: resources recorded locally but absent from the snapshot (their record predates
+ * `at`: neither fetched nor seen unchanged in this run) were deleted at the Source. They are handled like
+ * deletions: removed with `--delete`, else recorded as deleted and kept. With `--delete`, files of deletions
+ * recorded by earlier runs are removed too. Memory: one page of records.
+ */
+async function retireExtras(ctx: SyncContext, at: string): Promise<void> {
+  const atMs = parseDatetime(at)?.ms;
+  if (atMs === undefined) return;
+  for (const rec of ctx.state.all()) {
+    if (rec.deleted === true) {
+      // A deletion recorded by an earlier run without --delete: its file goes now.
+      const file = join(ctx.options.dir, rec.path);
+      if (ctx.options.deleteFiles && (await regularFileSize(file)) !== undefined) {
+        await ctx.removeFile(file);
+        ctx.count(rec.uri, 'deleted', 'list');
+      }
+      continue;
+    }
+    const ms = rec.sourceDatetime === undefined ? undefined : parseDatetime(rec.sourceDatetime)?.ms;
+    if (ms !== undefined && ms >= atMs) continue;
+    try {
+      if (ctx.options.deleteFiles) await ctx.removeFile(join(ctx.options.dir, rec.path));
+      await ctx.recorder.delete(rec.uri, at, ctx.options.deleteFiles);
+      ctx.count(rec.uri, ctx.options.deleteFiles ? 'deleted' : 'deletion-recorded', 'list');
+    } catch (e) {
+      ctx.count(rec.uri, 'failed', 'list', e);
+    }
+  }
+  await ctx.recorder.flush();
 }
 
 function missingFromDump(uri: string): ResourceSyncError {
@@ -166,6 +213,7 @@ export async function applyListEntry(ctx: SyncContext, entry: Entry, at: string 
   const rec = ctx.state.get(uri);
   const size = await regularFileSize(target);
   if (size !== undefined && isUpToDate(rec, expected, size)) {
+    await touch(ctx, rec, at);
     ctx.count(uri, 'skipped', 'list');
     return;
   }
@@ -259,6 +307,7 @@ async function applyResourcePackage(
         const rec = ctx.state.get(uri);
         const size = await regularFileSize(target);
         if (size !== undefined && isUpToDate(rec, expected, size)) {
+          await touch(ctx, rec, at());
           ctx.count(uri, 'skipped', 'dump');
           return;
         }

@@ -24,7 +24,7 @@ import type { HttpClient } from './http.js';
 import { downloadAndInstall, installFromStream, verify } from './install.js';
 import type { PathMapper } from './paths.js';
 import { type ExpectedContent, algorithmsFor } from './plan.js';
-import { SMALL_RESOURCE_BYTES, downloadSmall, writeFileAtomicSync } from './small.js';
+import { SMALL_RESOURCE_BYTES, downloadSmall, writeSmallFile } from './small.js';
 import type { DestinationState, ResourceRecord } from './state.js';
 import { createMultiHasher } from '../io/hashing.js';
 import { ensureParentDirectory } from './paths.js';
@@ -353,7 +353,7 @@ export class SyncContext {
       const result = { length: n, hashes: hasher.digest() };
       verify(exp, result);
       await ensureParentDirectory(this.options.dir, target);
-      writeFileAtomicSync(target, body, fsync);
+      await writeSmallFile(target, body, fsync);
       return result;
     }
     return installFromStream(source, target, exp, { fsync, root: this.options.dir });

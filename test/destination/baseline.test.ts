@@ -81,6 +81,34 @@ describe('baseline', () => {
     assert.ok(src.log.slice(before).every((p) => !p.startsWith('/res/')));
   });
 
+  it('a new baseline retires local resources the Source no longer lists (kept, or removed with --delete)', async () => {
+    dir = await newDir();
+    const resources = makeResources(6, 20, 'retire');
+    src.publishResourceList(resources, AT, 2);
+    src.publishCapabilities();
+    await dest().baseline();
+    src.publishResourceList(resources.slice(0, 4), '2024-01-03T00:00:00Z', 1);
+    const s = await dest().baseline();
+    assert.equal(s.counts.skipped, 4);
+    assert.equal(s.counts.deletionsRecorded, 2);
+    assert.equal(readTree(dir).size, 6, 'files kept without --delete');
+    const st = DestinationState.open(dir, { readonly: true });
+    try {
+      assert.equal(st.get(src.url('/res/r5.txt'))?.deleted, true);
+      assert.equal(st.count(), 4);
+    } finally {
+      st.close();
+    }
+    src.publishResourceList(resources.slice(0, 3), '2024-01-04T00:00:00Z', 1);
+    const s2 = await dest({ delete: true }).baseline();
+    // r3 is retired now; r4 and r5, recorded as deleted before and kept, are removed too.
+    assert.equal(s2.counts.deleted, 3);
+    assert.deepEqual(
+      [...readTree(dir).keys()].sort(),
+      ['r0', 'r1', 'r2'].map((r) => localPathOf(src, `/res/${r}.txt`)).sort(),
+    );
+  });
+
   it('retries 500s and connection resets mid-body, and finishes', async () => {
     dir = await newDir();
     const resources = makeResources(20, 4096, 'faults');
