@@ -4,6 +4,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import v8 from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { RS_NS, SITEMAP_NS } from '../../src/core/constants.js';
@@ -437,5 +439,39 @@ describe('mutated documents (fuzz)', () => {
       ),
       { numRuns: 400, seed: 7 },
     );
+  });
+});
+
+describe('memory', () => {
+  it('stays flat however many entries are read (live heap after GC)', async () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const entry = (i: number): string =>
+      `  <url>\n    <loc>http://example.com/res/${i}</loc>\n    <lastmod>2013-01-02T13:00:00Z</lastmod>\n` +
+      `    <rs:md hash="md5:1584abdf8ebdc9802ac0c6a7402c03b6" length="${i}" type="text/html"/>\n  </url>\n`;
+    async function* generated(count: number): AsyncGenerator<Uint8Array> {
+      yield enc(`<?xml version="1.0" encoding="UTF-8"?>\n<urlset ${NS}>\n`);
+      let s = '';
+      for (let i = 0; i < count; i++) {
+        s += entry(i);
+        if (s.length > 100_000) {
+          yield enc(s);
+          s = '';
+        }
+      }
+      yield enc(`${s}</urlset>\n`);
+    }
+    const d = await openDocument(generated(120_000));
+    const heap: number[] = [];
+    let n = 0;
+    for await (const _ of d.entries) {
+      if (++n % 30_000 === 0) {
+        gc();
+        heap.push(process.memoryUsage().heapUsed);
+      }
+    }
+    assert.equal(n, 120_000);
+    const growth = heap[heap.length - 1]! - heap[0]!;
+    assert.ok(growth < 4_000_000, `live heap grew by ${(growth / 1e6).toFixed(1)} MB from 30k to 120k entries`);
   });
 });
