@@ -37,7 +37,7 @@ function run(args: readonly string[]): Run {
 }
 
 /** Resolves with the first JSON line on stdout whose `event` is `name` (rejects if the process exits first). */
-function waitForEvent(r: Run, name: string, timeoutMs = 15_000): Promise<Record<string, unknown>> {
+function waitForEvent(r: Run, name: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(
       () => reject(new Error(`no ${name} event; stdout: ${r.stdout()} stderr: ${r.stderr()}`)),
@@ -69,6 +69,7 @@ before(async () => {
   await mkdir(join(root, 'c', 'sub'), { recursive: true });
   await writeFile(join(root, 'c', 'hello.txt'), 'hello\n');
   await writeFile(join(root, 'c', 'sub', 'a b.txt'), 'space\n');
+  await writeFile(join(root, 'c', 'sub', 'page.html'), '<html><head><title>p</title></head><body></body></html>\n');
 });
 after(async () => {
   await rm(root, { recursive: true, force: true });
@@ -95,6 +96,48 @@ describe('resourcesync serve', () => {
     r.child.kill('SIGTERM');
     assert.equal(await r.exit, 0, r.stderr());
     assert.match(r.stdout(), /"event":"stopped"/);
+  });
+
+  it('--sets top-level, --html-links, --log, --base-url with a path', async () => {
+    const r = run([
+      'serve',
+      join(root, 'c'),
+      '--port',
+      '0',
+      '--state',
+      join(root, 'state-sets'),
+      '--json',
+      '--no-watch',
+      '--sets',
+      'top-level',
+      '--html-links',
+      '--log',
+      '--base-url',
+      'http://example.test/rs/',
+    ]);
+    const ev = await waitForEvent(r, 'listening');
+    const url = ev.url as string;
+    const base = 'http://example.test/rs/';
+    assert.equal(ev.baseUrl, base);
+    assert.equal(ev.sourceDescription, 'http://example.test/.well-known/resourcesync');
+    assert.deepEqual(ev.capabilityLists, [
+      `${base}resourcesync/default/capabilitylist.xml`,
+      `${base}resourcesync/sub/capabilitylist.xml`,
+    ]);
+    assert.equal((await fetch(`${url}.well-known/resourcesync`)).status, 200);
+    const sub = await fetch(`${url}rs/sub/a%20b.txt`);
+    assert.equal(await sub.text(), 'space\n');
+    assert.equal(sub.headers.get('link'), `<${base}resourcesync/sub/capabilitylist.xml>; rel="resourcesync"`);
+    assert.equal((await fetch(`${url}sub/a%20b.txt`)).status, 404, 'outside the base path');
+    const page = await (await fetch(`${url}rs/sub/page.html`)).text();
+    assert.ok(
+      page.includes(`<head><link rel="resourcesync" href="${base}resourcesync/sub/capabilitylist.xml"/>`),
+      page,
+    );
+    const logged = await waitForEvent(r, 'request');
+    assert.equal(logged.method, 'GET');
+    r.child.kill('SIGTERM');
+    assert.equal(await r.exit, 0, r.stderr());
   });
 
   it('restarts on the same state and serves again', async () => {

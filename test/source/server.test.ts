@@ -252,6 +252,47 @@ describe('documents', () => {
   });
 });
 
+describe('dumps', () => {
+  it('a Resource Dump package: application/zip, Range, never gzip-encoded', async () => {
+    const cap = await fetchRaw(port, new URL(site.capabilityListUrl('/hello.txt')!).pathname);
+    const dumpUrl = /<loc>([^<]+)<\/loc>\s*<rs:md capability="resourcedump"/.exec(cap.body.toString())?.[1];
+    assert.ok(dumpUrl, cap.body.toString());
+    const dump = await fetchRaw(port, new URL(dumpUrl).pathname);
+    assert.equal(dump.status, 200);
+    const zipUrl = /<loc>([^<]+\.zip)<\/loc>/.exec(dump.body.toString())?.[1];
+    assert.ok(zipUrl, dump.body.toString());
+    const zipPath = new URL(zipUrl).pathname;
+    const whole = await fetchRaw(port, zipPath, { headers: { 'Accept-Encoding': 'gzip' } });
+    assert.equal(whole.status, 200);
+    assert.equal(whole.headers['content-type'], 'application/zip');
+    assert.equal(whole.headers['content-encoding'], undefined);
+    assert.equal(whole.headers['content-length'], String(whole.body.length));
+    assert.equal(whole.body.subarray(0, 4).toString('latin1'), 'PK\u0003\u0004');
+    // Resume a download: the last 100 bytes, guarded by If-Range.
+    const tail = await fetchRaw(port, zipPath, { headers: { Range: 'bytes=-100', 'If-Range': whole.headers.etag! } });
+    assert.equal(tail.status, 206);
+    assert.ok(tail.body.equals(whole.body.subarray(whole.body.length - 100)));
+  });
+});
+
+describe('changes', () => {
+  it('a changed file gets a new ETag and body; a deleted one 404; documents follow', async () => {
+    await writeFile(join(dir, 'changing.txt'), 'version 1\n');
+    const v1 = await fetchRaw(port, '/changing.txt');
+    assert.equal(v1.status, 200);
+    assert.equal(v1.body.toString(), 'version 1\n');
+    await writeFile(join(dir, 'changing.txt'), 'version 2, longer\n');
+    const v2 = await fetchRaw(port, '/changing.txt', { headers: { 'If-None-Match': v1.headers.etag! } });
+    assert.equal(v2.status, 200);
+    assert.equal(v2.body.toString(), 'version 2, longer\n');
+    assert.notEqual(v2.headers.etag, v1.headers.etag);
+    const rl = await fetchRaw(port, new URL(site.sourceDescriptionUrl).pathname);
+    assert.equal(rl.status, 200);
+    await rm(join(dir, 'changing.txt'));
+    assert.equal((await fetchRaw(port, '/changing.txt')).status, 404);
+  });
+});
+
 describe('errors', () => {
   it('404 with a small text body; 405 with Allow; 400 for a bad target', async () => {
     const nf = await fetchRaw(port, '/nope.txt');
