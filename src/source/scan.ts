@@ -9,8 +9,10 @@
  * @module
  */
 import type { BigIntStats, Dirent } from 'node:fs';
-import { lstat, open, readdir, realpath, stat } from 'node:fs/promises';
+import * as fs from 'node:fs';
+import { lstat, readdir, realpath, stat } from 'node:fs/promises';
 import { join, sep } from 'node:path';
+import { promisify } from 'node:util';
 import mime from 'mime-types';
 import type { HashAlgorithm } from '../core/constants.js';
 import type { Hashes } from '../core/hash.js';
@@ -160,7 +162,7 @@ async function* walk(ctx: ScanContext, relDir: string): AsyncGenerator<WalkItem,
     let st = it.target;
     if (st === undefined) {
       try {
-        st = await stat(abs, { bigint: true });
+        st = await statBig(abs);
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code;
         if (code === 'ENOENT') continue; // vanished between readdir and stat
@@ -182,10 +184,88 @@ export type ReadResult =
   | { readonly ok: true; readonly hashes: Hashes; readonly length: number; readonly stat: BigIntStats }
   | { readonly ok: false; readonly reason: 'vanished' | 'unreadable' | 'unstable'; readonly message: string };
 
+const openFd = promisify(fs.open);
+const readFd = (fd: number, buffer: Buffer): Promise<number> =>
+  new Promise((resolve, reject) =>
+    fs.read(fd, buffer, 0, buffer.byteLength, null, (err, n) => (err === null ? resolve(n) : reject(err))),
+  );
+const closeFd = promisify(fs.close);
+const fstatFd = (fd: number): Promise<BigIntStats> =>
+  new Promise((resolve, reject) =>
+    fs.fstat(fd, { bigint: true }, (err, st) => (err === null ? resolve(st) : reject(err))),
+  );
+const statBig = (path: string): Promise<BigIntStats> =>
+  new Promise((resolve, reject) =>
+    fs.stat(path, { bigint: true }, (err, st) => (err === null ? resolve(st) : reject(err))),
+  );
+/** O_NONBLOCK: a file swapped for a FIFO between the stat and the open must not block the scan. */
+const OPEN_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NONBLOCK;
+
+function sameState(a: BigIntStats, b: BigIntStats): boolean {
+  return a.size === b.size && a.mtimeNs === b.mtimeNs && a.ino === b.ino && a.dev === b.dev;
+}
+
+/** Files up to this size are read with synchronous calls (see {@link readSmallFileSync}). */
+const SYNC_READ_MAX = 64n * 1024n;
+
+/**
+ * The small-file path of {@link readFileStable}: open, read, fstat, close as synchronous calls. For a file of a
+ * few KB the four round trips through the libuv thread pool cost several times the I/O itself; synchronous
+ * calls on a small regular file block the event loop for microseconds. Same checks as the asynchronous path;
+ * undefined when the file is larger than expected (the caller falls back to the asynchronous path).
+ */
+function readSmallFileSync(
+  abs: string,
+  buffer: Buffer,
+  expectIn: BigIntStats,
+  attempts: number,
+): (ReadResult & { blob?: BlobWriter }) | undefined {
+  let expect = expectIn;
+  for (let attempt = 0; attempt < attempts; attempt++) {
+    let fd: number | undefined;
+    try {
+      fd = fs.openSync(abs, OPEN_FLAGS);
+      const want = Number(expect.size) + 1;
+      if (want > buffer.byteLength) return undefined;
+      let n = 0;
+      for (;;) {
+        const got = fs.readSync(fd, buffer, n, buffer.byteLength - n, null);
+        if (got === 0) break;
+        n += got;
+        if (n >= want || n === buffer.byteLength) break;
+      }
+      const after = fs.fstatSync(fd, { bigint: true });
+      if (after.nlink === 0n) return { ok: false, reason: 'vanished', message: `${abs} vanished while it was read` };
+      if (after.isFile() && sameState(after, expect) && BigInt(n) === after.size) {
+        const h = createMultiHasher(SCAN_ALGORITHMS);
+        h.update(buffer.subarray(0, n));
+        return { ok: true, hashes: h.digest(), length: n, stat: after };
+      }
+      if (after.size > SYNC_READ_MAX) return undefined;
+      expect = after;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return { ok: false, reason: 'vanished', message: `${abs} vanished while it was read` };
+      return { ok: false, reason: 'unreadable', message: `cannot read ${abs}: ${(e as Error).message}` };
+    } finally {
+      if (fd !== undefined) fs.closeSync(fd);
+    }
+  }
+  return {
+    ok: false,
+    reason: 'unstable',
+    message: `${abs} changed while it was read ${attempts} times; skipped until it settles`,
+  };
+}
+
 /**
  * Hashes a file (md5 + sha-256 in one read pass with a large buffer), checking it did not change while being
- * read (size, mtime and inode before and after); retried up to `attempts` times. With `blob`, the bytes are
- * copied there too (the caller commits or discards it). Memory: `buffer`.
+ * read: the state after the read (size, mtime, inode, via fstat) must be the state expected before it (`expect`,
+ * e.g. the walk's stat), the byte count must match, and the file must still be linked (a file deleted or
+ * replaced by a rename meanwhile has no link left). Retried up to `attempts` times. Four system calls for a
+ * small file (open, read, fstat, close), through the callback API, which is markedly cheaper per call than
+ * FileHandle. With `blobs`, the bytes are copied there too (the caller commits or discards the copy).
+ * Memory: `buffer`.
  */
 export async function readFileStable(
   abs: string,
@@ -193,52 +273,63 @@ export async function readFileStable(
   options: {
     readonly attempts?: number;
     readonly blobs?: BlobStore;
+    readonly expect?: BigIntStats;
     readonly onRead?: (abs: string, attempt: number, bytesSoFar: number) => Promise<void> | void;
   } = {},
 ): Promise<ReadResult & { blob?: BlobWriter }> {
   const attempts = options.attempts ?? 3;
+  let expect = options.expect;
+  if (
+    expect !== undefined &&
+    expect.size <= SYNC_READ_MAX &&
+    options.blobs?.enabled !== true &&
+    options.onRead === undefined
+  ) {
+    const r = readSmallFileSync(abs, buffer, expect, attempts);
+    if (r !== undefined) return r;
+  }
   let lastMessage = '';
   for (let attempt = 0; attempt < attempts; attempt++) {
-    let fh: Awaited<ReturnType<typeof open>> | undefined;
+    let fd: number | undefined;
     let blob: BlobWriter | undefined;
     try {
-      fh = await open(abs, 'r');
-      const before = await fh.stat({ bigint: true });
-      if (!before.isFile()) return { ok: false, reason: 'unreadable', message: `${abs} is not a regular file` };
+      fd = await openFd(abs, OPEN_FLAGS);
+      if (expect === undefined) expect = await fstatFd(fd);
+      if (!expect.isFile()) return { ok: false, reason: 'unreadable', message: `${abs} is not a regular file` };
       blob = options.blobs?.enabled === true ? await options.blobs.create() : undefined;
       const h = createMultiHasher(SCAN_ALGORITHMS);
+      const expected = Number(expect.size);
       for (;;) {
-        const { bytesRead } = await fh.read(buffer, 0, buffer.byteLength, null);
+        const bytesRead = await readFd(fd, buffer);
         if (bytesRead === 0) break;
         const chunk = buffer.subarray(0, bytesRead);
         h.update(chunk);
         if (blob !== undefined) await blob.write(chunk);
         await options.onRead?.(abs, attempt, h.length);
+        // A short read that reaches the size expected is the end of the file; a file that grew meanwhile is
+        // caught by the fstat below. Saves one read call per small file.
+        if (bytesRead < buffer.byteLength && h.length >= expected) break;
       }
-      const after = await fh.stat({ bigint: true });
-      const now = await stat(abs, { bigint: true }).catch(() => undefined);
-      if (
-        after.size === before.size &&
-        after.mtimeNs === before.mtimeNs &&
-        BigInt(h.length) === after.size &&
-        now !== undefined &&
-        now.ino === after.ino &&
-        now.mtimeNs === after.mtimeNs &&
-        now.size === after.size
-      ) {
+      const after = await fstatFd(fd);
+      if (after.nlink === 0n) {
+        await blob?.discard();
+        return { ok: false, reason: 'vanished', message: `${abs} vanished while it was read` };
+      }
+      if (after.isFile() && sameState(after, expect) && BigInt(h.length) === after.size) {
         const out: ReadResult & { blob?: BlobWriter } = { ok: true, hashes: h.digest(), length: h.length, stat: after };
         if (blob !== undefined) out.blob = blob;
         return out;
       }
       await blob?.discard();
       lastMessage = `${abs} changed while it was read`;
+      expect = after;
     } catch (e) {
       await blob?.discard();
       const code = (e as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') return { ok: false, reason: 'vanished', message: `${abs} vanished while it was read` };
       return { ok: false, reason: 'unreadable', message: `cannot read ${abs}: ${(e as Error).message}` };
     } finally {
-      await fh?.close().catch(() => undefined);
+      if (fd !== undefined) await closeFd(fd).catch(() => undefined);
     }
   }
   return { ok: false, reason: 'unstable', message: `${lastMessage} ${attempts} times; skipped until it settles` };
@@ -303,7 +394,9 @@ export async function scanTree(
   const hashTask = (file: { rel: string; abs: string; stat: BigIntStats }, setName: string, old?: ResourceRecord) =>
     (async (): Promise<() => Promise<void>> => {
       const buffer = freeBuffers.pop() ?? Buffer.allocUnsafe(bufferSize);
-      const opts: { blobs?: BlobStore; onRead?: NonNullable<ScanContext['onRead']> } = {};
+      const opts: { blobs?: BlobStore; onRead?: NonNullable<ScanContext['onRead']>; expect: BigIntStats } = {
+        expect: file.stat,
+      };
       if (ctx.blobs !== undefined && log) opts.blobs = ctx.blobs;
       if (ctx.onRead !== undefined) opts.onRead = ctx.onRead;
       const res = await readFileStable(file.abs, buffer, opts).finally(() => freeBuffers.push(buffer));
@@ -448,7 +541,9 @@ async function scanOne(ctx: ScanContext, rel: string, record: RecordBatch): Prom
   } else if (old === undefined || old.fileId !== fileIdOf(st) || old.setName !== setName) {
     stats.files++;
     stats.hashed++;
-    const opts: { blobs?: BlobStore; onRead?: NonNullable<ScanContext['onRead']> } = {};
+    const opts: { blobs?: BlobStore; onRead?: NonNullable<ScanContext['onRead']>; expect: BigIntStats } = {
+      expect: st,
+    };
     if (ctx.blobs !== undefined) opts.blobs = ctx.blobs;
     if (ctx.onRead !== undefined) opts.onRead = ctx.onRead;
     const res = await readFileStable(
