@@ -57,6 +57,13 @@ export interface HubOptions {
   readonly fetchTimeoutMs?: number;
   /** Verifications in progress at once (default 256); more -> 503. */
   readonly maxPendingVerifications?: number;
+  /** Unexpired subscriptions in all (default 100,000); a new subscription past it is answered 503. */
+  readonly maxSubscriptions?: number;
+  /**
+   * Callback URLs allowed (default: any absolute http(s) URL without credentials). A hub open to the Internet
+   * should refuse private and loopback addresses here (server-side request forgery).
+   */
+  readonly allowCallback?: (callback: URL) => boolean;
   /** Delivery retries, timeouts, concurrency and queue bounds. */
   readonly delivery?: DeliveryOptions;
   /** How often expired subscriptions are purged (default 60 s). */
@@ -153,6 +160,7 @@ export function createHub(options: HubOptions): Hub {
   const verifyTimeoutMs = options.verifyTimeoutMs ?? 10_000;
   const fetchTimeoutMs = options.fetchTimeoutMs ?? 10_000;
   const maxPending = options.maxPendingVerifications ?? 256;
+  const maxSubscriptions = options.maxSubscriptions ?? 100_000;
   const onEvent = options.onEvent ?? ((): void => {});
   const store = SubscriptionStore.open(options.db);
   const agent: Agent = createOutboundAgent(options.connectionsPerOrigin ?? 32);
@@ -264,6 +272,9 @@ export function createHub(options: HubOptions): Hub {
     const topic = form.get('hub.topic') ?? '';
     const callback = form.get('hub.callback') ?? '';
     if (!isHttpUrl(callback)) return send(res, 400, 'hub.callback must be an absolute http(s) URL without credentials');
+    if (options.allowCallback !== undefined && !options.allowCallback(new URL(callback))) {
+      return send(res, 403, 'hub.callback not allowed by this hub');
+    }
     if (!isTopic(topic)) return send(res, 404, `not a topic of this hub: ${topic}`);
     let lease = defaultLease;
     const leaseText = form.get('hub.lease_seconds');
@@ -278,6 +289,9 @@ export function createHub(options: HubOptions): Hub {
     }
     if (pendingVerifications >= maxPending)
       return send(res, 503, 'too many verifications in progress', { 'retry-after': '5' });
+    if (mode === 'subscribe' && store.get(topic, callback) === undefined && store.count() >= maxSubscriptions) {
+      return send(res, 503, 'subscription limit reached', { 'retry-after': '60' });
+    }
     pendingVerifications++;
     send(res, 202, 'accepted');
     track(verifyIntent(mode, topic, callback, lease, secret).finally(() => pendingVerifications--));

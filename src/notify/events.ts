@@ -89,9 +89,13 @@ export class EventQueue {
       return;
     }
     if (this.#items.length >= this.#maxItems) {
-      const i = this.#items.findIndex((e) => e.type === 'notification');
-      if (i >= 0) this.#items.splice(i, 1);
-      else this.#items.shift();
+      // Room for the event and, the first time, for the overflow marker: drop the oldest notifications.
+      const room = this.#overflowQueued ? 1 : 2;
+      while (this.#items.length + room > this.#maxItems) {
+        const i = this.#items.findIndex((e) => e.type === 'notification');
+        if (i >= 0) this.#items.splice(i, 1);
+        else this.#items.shift();
+      }
       if (!this.#overflowQueued) {
         this.#overflowQueued = true;
         this.#items.push({ type: 'refused', channel: this.#channel, reason: 'overflow' });

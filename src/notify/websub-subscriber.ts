@@ -48,6 +48,11 @@ export interface WebSubSubscriberOptions {
   readonly maxPayloadBytes?: number;
   /** Events held for a slow consumer (default 10,000; see `EventQueue`). */
   readonly maxQueued?: number;
+  /**
+   * Delay between answering the hub's verification and reporting the subscription (`connected`, `subscribe()`
+   * resolving), so the hub has stored it (default 50 ms).
+   */
+  readonly settleMs?: number;
   /** Retries of a subscription request that fails with a network error or 5xx (default 5). */
   readonly retries?: number;
   /** Where refusals and renewal failures are logged (default: nowhere). */
@@ -337,16 +342,24 @@ export class WebSubSubscriber {
     this.stats.verified++;
     const pending = this.#pending;
     this.#pending = undefined;
-    if (mode === 'subscribe') {
-      this.#queue.push({
-        type: 'connected',
-        channel: this.topicUrl,
-        reconnect: this.#verifiedCount++ > 0,
-        ...(Number.isFinite(lease) && lease > 0 ? { leaseSeconds: lease } : {}),
-      });
-      if (Number.isFinite(lease) && lease > 0) this.#scheduleRenewal(lease);
-    }
-    if (pending?.mode === mode) pending.resolve(lease);
+    // The hub stores the subscription only once it has read this answer: wait a moment before telling the
+    // consumer to catch up, so that no change falls between its catch-up and the first delivery.
+    const settle = (): void => {
+      if (this.#closed) return;
+      if (mode === 'subscribe') {
+        this.#queue.push({
+          type: 'connected',
+          channel: this.topicUrl,
+          reconnect: this.#verifiedCount++ > 0,
+          ...(Number.isFinite(lease) && lease > 0 ? { leaseSeconds: lease } : {}),
+        });
+        if (Number.isFinite(lease) && lease > 0) this.#scheduleRenewal(lease);
+      }
+      if (pending?.mode === mode) pending.resolve(lease);
+    };
+    const settleMs = this.#options.settleMs ?? 50;
+    if (settleMs > 0) setTimeout(settle, settleMs);
+    else settle();
   }
 
   async #deliver(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -149,7 +149,11 @@ describe('WebSub hub', () => {
   });
 
   it('refuses bad requests: callback, topic, lease, secret, size, publish to an unknown topic', async () => {
-    const { hub, url } = await startHub({ maxContentBytes: 1000 });
+    const { hub, url } = await startHub({
+      maxContentBytes: 1000,
+      maxSubscriptions: 0,
+      allowCallback: (u) => u.hostname !== 'blocked.test',
+    });
     try {
       const base = { 'hub.mode': 'subscribe', 'hub.topic': TOPIC, 'hub.callback': 'http://127.0.0.1:9/cb' };
       assert.equal((await post(url, form({ ...base, 'hub.callback': 'ftp://x/cb' }), FORM)).status, 400);
@@ -159,6 +163,8 @@ describe('WebSub hub', () => {
       assert.equal((await post(url, form({ ...base, 'hub.lease_seconds': '-5' }), FORM)).status, 400);
       assert.equal((await post(url, form({ ...base, 'hub.secret': 'x'.repeat(200) }), FORM)).status, 400);
       assert.equal((await post(url, form({ ...base, 'hub.mode': 'bogus' }), FORM)).status, 400);
+      assert.equal((await post(url, form({ ...base, 'hub.callback': 'http://blocked.test/cb' }), FORM)).status, 403);
+      assert.equal((await post(url, form(base), FORM)).status, 503, 'subscription limit');
       assert.equal((await post(url, form({ ...base, pad: 'x'.repeat(70_000) }), FORM)).status, 413);
       // Publishing: only configured topics.
       const xml = { 'content-type': 'application/xml' };
