@@ -14,6 +14,7 @@ import { createWriteStream } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import zlib from 'node:zlib';
 import yauzl from 'yauzl';
 import { DUMP_MANIFEST_NAME } from '../core/constants.js';
 import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
@@ -260,7 +261,7 @@ export class DumpPackage {
       throw new ResourceSyncError('RS_ZIP', `package has no file ${JSON.stringify(name)}`, where);
     try {
       const stream = await this.zip.openReadStreamPromise(entry);
-      return wrapZipErrors(stream, name, this.url);
+      return checkedStream(stream, entry.crc32, name, this.url);
     } catch (e) {
       throw new ResourceSyncError(
         'RS_ZIP',
@@ -280,24 +281,41 @@ export class DumpPackage {
   }
 }
 
-async function* wrapZipErrors(
+/** zlib.crc32 (Node ≥ 20.15); without it the CRC is not checked (hashes and lengths still are). */
+const crc32: ((data: Uint8Array, value?: number) => number) | undefined = (
+  zlib as { crc32?: (data: Uint8Array, value?: number) => number }
+).crc32;
+
+/**
+ * The bytes of a package file, with its CRC-32 checked against the ZIP's central directory at the end (yauzl
+ * checks sizes, not CRCs): a corrupt bitstream is refused even when the manifest declares no hash.
+ */
+async function* checkedStream(
   stream: AsyncIterable<Uint8Array>,
+  expectedCrc: number,
   name: string,
   url: string | undefined,
 ): AsyncGenerator<Uint8Array> {
+  const where = url === undefined ? {} : { url };
+  let crc = 0;
   try {
-    for await (const chunk of stream) yield chunk;
+    for await (const chunk of stream) {
+      if (crc32 !== undefined) crc = crc32(chunk, crc);
+      yield chunk;
+    }
   } catch (e) {
     if (isResourceSyncError(e)) throw e;
     throw new ResourceSyncError(
       'RS_ZIP',
       `corrupt data for ${JSON.stringify(name)} in package: ${(e as Error).message}`,
       {
-        ...(url === undefined ? {} : { url }),
+        ...where,
         cause: e,
       },
     );
   }
+  if (crc32 !== undefined && crc >>> 0 !== expectedCrc >>> 0)
+    throw new ResourceSyncError('RS_ZIP', `CRC-32 mismatch for ${JSON.stringify(name)} in package`, where);
 }
 
 /** Size of a file, or undefined when it does not exist. */
