@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createHeader, type Entry } from '../src/core/model.js';
-import { writeDocument, writeDocumentFile } from '../src/xml/index.js';
+import { writeDocument, writeDocumentFile, writeSplitDocuments } from '../src/xml/index.js';
 
 function arg(name: string, def: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -68,6 +68,21 @@ try {
     fileBytes = (await writeDocumentFile(join(dir, 'resourcelist.xml'), header, entries())).bytes;
     tFile.push(performance.now() - t0);
   }
+  const tSplit: number[] = [];
+  let parts = 0;
+  for (let r = 0; r < runs; r++) {
+    const t0 = performance.now();
+    const res = await writeSplitDocuments({
+      header,
+      entries: entries(),
+      dir: join(dir, 'split'),
+      baseUrl: 'http://example.com/',
+      name: (n) => `resourcelist-${n}.xml`,
+      indexName: 'resourcelist.xml',
+    });
+    parts = res.documents.length;
+    tSplit.push(performance.now() - t0);
+  }
   const mb = fileBytes / 1e6;
   console.log(`${count} entries, ${mb.toFixed(1)} MB, median of ${runs} runs`);
   console.log(`making the entries alone        ${median(tg).toFixed(0).padStart(6)} ms`);
@@ -76,6 +91,9 @@ try {
   );
   console.log(
     `writeDocumentFile (atomic+fsync) ${median(tFile).toFixed(0).padStart(5)} ms  ${(mb / (median(tFile) / 1000)).toFixed(1)} MB/s`,
+  );
+  console.log(
+    `writeSplitDocuments (${parts} parts + index) ${median(tSplit).toFixed(0).padStart(5)} ms  ${(mb / (median(tSplit) / 1000)).toFixed(1)} MB/s`,
   );
 } finally {
   rmSync(dir, { recursive: true, force: true });

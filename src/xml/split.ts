@@ -96,11 +96,12 @@ class BodyFile {
     return new BodyFile(path, await open(path, 'wx', 0o644));
   }
 
-  async append(s: string, bytes: number): Promise<void> {
+  /** Buffers `s`; returns a promise only when the buffer is written out (await it then). */
+  append(s: string, bytes: number): Promise<void> | undefined {
     this.parts.push(s);
     this.chars += s.length;
     this.bytes += bytes;
-    if (this.chars >= FLUSH_CHARS) await this.flush();
+    return this.chars >= FLUSH_CHARS ? this.flush() : undefined;
   }
 
   async flush(): Promise<void> {
@@ -125,6 +126,15 @@ class BodyFile {
   }
 }
 
+async function syncFile(path: string): Promise<void> {
+  const fh = await open(path, 'r+');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
 async function writeAll(fh: FileHandle, buf: Uint8Array): Promise<void> {
   let off = 0;
   while (off < buf.byteLength) off += (await fh.write(buf, off, buf.byteLength - off)).bytesWritten;
@@ -134,17 +144,14 @@ function isSyncIterable<T>(x: Iterable<T> | AsyncIterable<T>): x is Iterable<T> 
   return typeof (x as Iterable<T>)[Symbol.iterator] === 'function';
 }
 
-async function* asAsync<T>(x: Iterable<T> | AsyncIterable<T>): AsyncGenerator<T, void, undefined> {
-  if (isSyncIterable(x)) yield* x;
-  else yield* x;
-}
-
 interface Part {
   /** Body file: entries only (part 1 before the split is known: header + entries, see `bodyOffset`). */
   body: BodyFile;
   /** Bytes of `body` before the first entry (the provisional header of part 1). */
   bodyOffset: number;
   entries: number;
+  /** The header already written is the part's final one (snapshot kinds, parts after the first). */
+  headed: boolean;
   firstDatetime?: string;
   lastDatetime?: string;
 }
@@ -158,8 +165,9 @@ interface Part {
  *
  * Streaming: part 1 is written as a single document; only when an entry does not fit is the split known,
  * and then part 1 is re-headed (its body copied once, after its new header with the `index` link). Later
- * parts are written as bodies and given their headers when full (a Change List part's `until` is known only
- * then): each part is copied once. Memory: one entry plus a 256 KiB write buffer. All files appear at the end
+ * parts of a snapshot (Resource List, Resource Dump) are written with their final header straight away;
+ * those of a Change List or Change Dump get their header when full (their `until` is known only then), so
+ * each is copied once. Memory: one entry plus a 256 KiB write buffer. All files appear at the end
  * (temporary files renamed, parts before the index); on failure the temporary files are removed and nothing
  * is replaced. Stale parts from an earlier, longer run are not removed.
  *
@@ -216,16 +224,21 @@ export async function writeSplitDocuments(options: SplitOptions): Promise<SplitR
   let total = 0;
   let totalBytes = 0;
 
-  const newBody = async (provisionalHead: string | undefined): Promise<Part> => {
-    const tmp = tempPathFor(join(dir, provisionalHead === undefined ? options.name(parts.length + 1) : singleName));
+  /**
+   * A new body file. Part 1 starts with the list's own header (right if no split follows); a later part of
+   * a snapshot kind starts with its final header (the same for every part), so it needs no copy at the end.
+   */
+  const newBody = async (first: boolean): Promise<Part> => {
+    const tmp = tempPathFor(join(dir, first ? singleName : checkName(options.name(parts.length + 1))));
     temps.push(tmp);
     const body = await BodyFile.create(tmp);
+    const head = first ? entrySer.head() : isChange ? undefined : new DocumentSerializer(partHeader(header.md)).head();
     let bodyOffset = 0;
-    if (provisionalHead !== undefined) {
-      bodyOffset = Buffer.byteLength(provisionalHead);
-      await body.append(provisionalHead, bodyOffset);
+    if (head !== undefined) {
+      bodyOffset = Buffer.byteLength(head);
+      await body.append(head, bodyOffset);
     }
-    return { body, bodyOffset, entries: 0 };
+    return { body, bodyOffset, entries: 0, headed: !first && head !== undefined };
   };
 
   /** The md of part `n` (1-based) for the index and for the part itself. */
@@ -246,11 +259,25 @@ export async function writeSplitDocuments(options: SplitOptions): Promise<SplitR
 
   /** Turns a full (or the last) part into its final file: new header + body + tail, into a temp file. */
   const finishPart = async (p: Part, last: boolean): Promise<void> => {
-    await p.body.close(false);
     const n = parts.length + 1;
     const fileName = checkName(options.name(n));
     const path = join(dir, fileName);
     const md = mdOfPart(p, last);
+    if (p.headed) {
+      await p.body.append(tail, tailBytes);
+      await p.body.close(false);
+      finals.push({ temp: p.body.path, path });
+      const doc: SplitDocument = {
+        path,
+        url: new URL(fileName, baseUrl).href,
+        entries: p.entries,
+        bytes: p.body.bytes,
+      };
+      parts.push(md === undefined ? doc : { ...doc, md });
+      totalBytes += p.body.bytes;
+      return;
+    }
+    await p.body.close(false);
     const head = new DocumentSerializer(partHeader(md)).head();
     const tmp = tempPathFor(path);
     temps.push(tmp);
@@ -268,7 +295,6 @@ export async function writeSplitDocuments(options: SplitOptions): Promise<SplitR
       const tailBuf = Buffer.from(tail, 'utf8');
       await writeAll(fh, tailBuf);
       bytes += tailBuf.byteLength;
-      if (sync) await fh.sync();
     } finally {
       await fh.close();
     }
@@ -280,8 +306,16 @@ export async function writeSplitDocuments(options: SplitOptions): Promise<SplitR
   };
 
   try {
-    part = await newBody(entrySer.head());
-    for await (const e of asAsync(options.entries)) {
+    part = await newBody(true);
+    const rollOver = async (): Promise<void> => {
+      split = true;
+      await finishPart(part!, false);
+      if (parts.length >= maxEntries)
+        throw new ResourceSyncError('RS_LIMIT', `more than ${maxEntries} parts: an index cannot list them all`);
+      part = await newBody(false);
+    };
+    /** Adds one entry; returns a promise only when there is I/O to wait for. */
+    const add = (e: Entry): Promise<void> | undefined => {
       if (signal?.aborted === true) throw new ResourceSyncError('RS_ABORTED', 'writing was aborted');
       const s = entrySer.entry(e);
       const b = Buffer.byteLength(s);
@@ -289,28 +323,43 @@ export async function writeSplitDocuments(options: SplitOptions): Promise<SplitR
         throw new ResourceSyncError('RS_LIMIT', `an entry of ${b} bytes cannot fit a document of ${maxBytes} bytes`, {
           entry: total + 1,
         });
-      if (part.entries >= maxEntries || part.body.bytes - part.bodyOffset + b > budget) {
-        split = true;
-        await finishPart(part, false);
-        if (parts.length >= maxEntries)
-          throw new ResourceSyncError('RS_LIMIT', `more than ${maxEntries} parts: an index cannot list them all`);
-        part = await newBody(undefined);
+      const p = part!;
+      if (p.entries >= maxEntries || p.body.bytes - p.bodyOffset + b > budget) {
+        return rollOver().then(() => {
+          const w = place(part!, e, s, b);
+          return w;
+        });
       }
-      await part.body.append(s, b);
-      part.entries++;
+      return place(p, e, s, b);
+    };
+    const place = (p: Part, e: Entry, s: string, b: number): Promise<void> | undefined => {
+      p.entries++;
       total++;
       if (isChange) {
         const dt = e.md?.datetime ?? e.lastmod;
         if (dt !== undefined) {
-          part.firstDatetime ??= dt;
-          part.lastDatetime = dt;
+          p.firstDatetime ??= dt;
+          p.lastDatetime = dt;
         }
+      }
+      return p.body.append(s, b);
+    };
+    const source = options.entries;
+    if (isSyncIterable(source)) {
+      for (const e of source) {
+        const w = add(e);
+        if (w !== undefined) await w;
+      }
+    } else {
+      for await (const e of source) {
+        const w = add(e);
+        if (w !== undefined) await w;
       }
     }
     let index: SplitDocument | undefined;
     if (!split) {
       await part.body.append(tail, tailBytes);
-      await part.body.close(sync);
+      await part.body.close(false);
       const path = join(dir, singleName);
       finals.push({ temp: part.body.path, path });
       const doc: SplitDocument = {
@@ -326,6 +375,8 @@ export async function writeSplitDocuments(options: SplitOptions): Promise<SplitR
       index = await writeIndex();
     }
     part = undefined;
+    // Flush every file to disk at once (the disk can combine the work), then rename: parts before the index.
+    if (sync) await Promise.all(finals.map((f) => syncFile(f.temp)));
     for (const f of finals) await rename(f.temp, f.path);
     if (sync) await syncDir(dir);
     return index === undefined
@@ -367,7 +418,6 @@ export async function writeSplitDocuments(options: SplitOptions): Promise<SplitR
     const fh = await open(tmp, 'wx', 0o644);
     try {
       await writeAll(fh, buf);
-      if (sync) await fh.sync();
     } finally {
       await fh.close();
     }
