@@ -413,6 +413,11 @@ export function serializeDocument(doc: ResourceSyncDocument): string {
  *
  * @returns the number of entries and bytes written.
  * @throws ResourceSyncError `RS_IO`, `RS_INVALID_VALUE`, `RS_ABORTED` (the target is then left as it was).
+ * @example
+ * ```ts
+ * const header = createHeader('change-list', { from: formatDatetime(since) }, [{ rel: 'up', href: capUrl }]);
+ * const { entries, bytes } = await writeDocumentFile('site/changelist.xml', header, store.changesSince(since));
+ * ```
  */
 export async function writeDocumentFile(
   path: string,
