@@ -154,6 +154,7 @@ export class HttpClient {
   readonly options: HttpClientOptions;
   readonly #agent: Agent;
   readonly #baseHeaders: Record<string, string>;
+  readonly #decodingHeaders: Record<string, string>;
   readonly #gates = new Map<string, HostGate>();
   readonly #retries: number;
   readonly #baseDelay: number;
@@ -176,6 +177,7 @@ export class HttpClient {
     for (const [k, v] of Object.entries(options.headers ?? {})) headers[k.toLowerCase()] = v;
     if (options.bearerToken !== undefined) headers.authorization = `Bearer ${options.bearerToken}`;
     this.#baseHeaders = headers;
+    this.#decodingHeaders = { ...headers, 'accept-encoding': 'gzip, deflate, br' };
     this.#retries = Math.max(0, options.retries ?? 3);
     this.#baseDelay = options.retryBaseDelayMs ?? 250;
     this.#maxDelay = options.maxRetryDelayMs ?? 30_000;
@@ -215,11 +217,14 @@ export class HttpClient {
 
   async #request(method: 'GET' | 'HEAD', url: string, init: RequestInit): Promise<HttpResponse> {
     let current = parseHttpUrl(url);
-    const headers: Record<string, string> = { ...this.#baseHeaders };
     const decompress = init.decompress ?? true;
-    if (decompress) headers['accept-encoding'] = 'gzip, deflate, br';
-    for (const [k, v] of Object.entries(init.headers ?? {})) headers[k.toLowerCase()] = v;
-    const seen = new Set<string>();
+    // The shared default headers are used as they are unless this request adds some (or a redirect changes them).
+    let headers: Record<string, string> = decompress ? this.#decodingHeaders : this.#baseHeaders;
+    if (init.headers !== undefined) {
+      headers = { ...headers };
+      for (const [k, v] of Object.entries(init.headers)) headers[k.toLowerCase()] = v;
+    }
+    let seen: Set<string> | undefined;
     const origin = current.origin;
     const authorization = headers.authorization;
     for (let hop = 0; ; hop++) {
@@ -227,7 +232,9 @@ export class HttpClient {
       const location = res.headers.location;
       if (REDIRECTS.has(res.statusCode) && typeof location === 'string' && !init.accept?.includes(res.statusCode)) {
         await discardBody(res.body);
+        seen ??= new Set();
         seen.add(current.href);
+        headers = { ...headers };
         let next: URL;
         try {
           next = parseHttpUrl(new URL(location, current).href);
