@@ -5,13 +5,16 @@
  * @module
  */
 import { constants as fsConstants } from 'node:fs';
-import { access, mkdir, stat } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { access, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { ResourceSyncError } from '../core/errors.js';
 import { fileSource, openDocument } from '../xml/index.js';
 import { type DirectorySource, type DirectorySourceOptions, openDirectorySource } from '../source/index.js';
+import { openGzipCache } from '../source/http/gzip-cache.js';
 import { createSourceServer, type RequestLogEntry } from '../source/server.js';
+import { attachSourceNotifications, type SourceNotifications } from '../hub/attach.js';
 import { EXIT } from './exit.js';
 
 /** What {@link runLiveSource} needs; the CLI options, parsed and checked. */
@@ -31,6 +34,12 @@ export interface LiveSourceOptions {
   readonly title?: string;
   /** Resolves when the server should stop; default: the first SIGINT or SIGTERM. */
   readonly until?: Promise<void>;
+  /** Change notifications on WebSocket channels (default true; issue 5). */
+  readonly notify?: boolean;
+  /** Run a WebSub hub at `<base>hub`, subscriptions kept in the state directory. */
+  readonly hub?: boolean;
+  /** Publish change notifications to this external WebSub hub instead. */
+  readonly hubUrl?: string;
 }
 
 /** URLs a running Source advertises, read from its own Source Description and Capability Lists. */
@@ -51,6 +60,9 @@ interface ServeCliOptions {
   readonly rescan?: string;
   readonly json?: boolean;
   readonly log?: boolean;
+  readonly notify: boolean;
+  readonly hub?: boolean;
+  readonly hubUrl?: string;
 }
 
 /** Parses a whole number option; RS_CONFIG naming the option otherwise. */
@@ -71,6 +83,20 @@ export function checkBaseUrl(text: string): string {
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw new ResourceSyncError('RS_CONFIG', `--base-url ${JSON.stringify(text)} is not an http(s) URL`);
+  }
+  return url.href;
+}
+
+/** Checks --hub-url: an absolute http(s) URL. */
+function checkHubUrl(text: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(text);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw new ResourceSyncError('RS_CONFIG', `--hub-url ${JSON.stringify(text)} is not an absolute http(s) URL`);
   }
   return url.href;
 }
@@ -176,8 +202,16 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
     rejectSite = rej;
   });
   sitePromise.catch(() => {}); // handled below; the server only needs to know it failed
+  // Compressed copies of documents live in a temporary directory for the life of the server.
+  const gzipDir = await mkdtemp(join(tmpdir(), 'resourcesync-gzip-'));
+  const gzipCache = await openGzipCache({ dir: gzipDir, onError: (e) => warn(`gzip cache: ${String(e)}`) });
+  const dropGzipCache = async () => {
+    await gzipCache.close();
+    await rm(gzipDir, { recursive: true, force: true });
+  };
   const server = createSourceServer(sitePromise, {
     htmlLinks: o.htmlLinks,
+    gzipCache,
     ...(o.log
       ? {
           onRequest: (e: RequestLogEntry) =>
@@ -189,8 +223,15 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
     onError: (e, req) => warn(`${req.method} ${req.target}: ${e instanceof Error ? e.message : String(e)}`),
   });
   const stopSignal = o.until ?? waitForSignal();
-  const address = await server.listen(o.port, o.host);
+  let address: Awaited<ReturnType<typeof server.listen>>;
+  try {
+    address = await server.listen(o.port, o.host);
+  } catch (e) {
+    await dropGzipCache();
+    throw e;
+  }
   let site: DirectorySource | undefined;
+  let notifications: SourceNotifications | undefined;
   try {
     const host = o.host === '0.0.0.0' || o.host === '::' ? 'localhost' : address.host;
     const baseUrl = baseUrlGiven ?? `http://${host.includes(':') ? `[${host}]` : host}:${address.port}/`;
@@ -206,11 +247,39 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
     // Opening scans the tree against the stored inventory (the first scan of a new state is the baseline).
     site = await openDirectorySource(options);
     resolveSite(site);
+    if (o.notify !== false) {
+      notifications = attachSourceNotifications({
+        server: server.httpServer,
+        baseUrl,
+        site,
+        ...(o.hub === true
+          ? { hub: { db: join(site.stateDir, 'hub.db') } }
+          : o.hubUrl === undefined
+            ? {}
+            : { hub: { url: o.hubUrl } }),
+        onError: (m) => warn(m),
+      });
+    }
     const stats = await site.stats();
     if (o.watch) await site.watch();
     const urls = await readAdvertisedUrls(site);
+    const channels =
+      notifications === undefined ? [] : stats.sets.map((s) => notifications!.notifier.urls(s).changeChannel);
+    const hubUrl = notifications?.hubUrl;
     if (o.json) {
-      print({ event: 'listening', url: address.url, baseUrl, dir, ...urls, ...stats }, '');
+      print(
+        {
+          event: 'listening',
+          url: address.url,
+          baseUrl,
+          dir,
+          ...urls,
+          ...stats,
+          channels,
+          ...(hubUrl === undefined ? {} : { hub: hubUrl }),
+        },
+        '',
+      );
     } else {
       const lines = [
         o.title ?? `Serving ${dir} as a ResourceSync Source`,
@@ -220,6 +289,8 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
         `  Source Description  ${urls.sourceDescription}`,
         ...urls.capabilityLists.map((u) => `  Capability List     ${u}`),
         ...urls.resourceLists.map((u) => `  Resource List       ${u}`),
+        ...channels.map((u) => `  Change channel      ${u}`),
+        ...(hubUrl === undefined ? [] : [`  WebSub hub          ${hubUrl}`]),
         o.watch ? '  watching for changes; Ctrl-C to stop' : '  not watching (--no-watch); Ctrl-C to stop',
       ];
       print({}, lines.join('\n'));
@@ -227,13 +298,17 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
     await stopSignal;
   } catch (e) {
     rejectSite(e);
+    await notifications?.close();
     await server.close();
     await site?.close();
+    await dropGzipCache();
     throw e;
   }
   if (!o.json) process.stdout.write('stopping...\n');
+  await notifications?.close();
   await server.close();
   await site.close();
+  await dropGzipCache();
   print({ event: 'stopped' }, 'stopped');
 }
 
@@ -253,6 +328,9 @@ export function register(program: Command): void {
     .option('--rescan <seconds>', 'periodic full rescan while watching, as a safety net')
     .option('--json', 'one JSON object per line on stdout (listening + URLs, requests with --log, warnings)')
     .option('--log', 'print one line per request')
+    .option('--no-notify', 'no change notifications (WebSocket channels /resourcesync/<set>/change-notification)')
+    .option('--hub', 'also run a WebSub hub at <base>hub (subscriptions kept in the state directory)')
+    .option('--hub-url <url>', 'publish change notifications to this external WebSub hub')
     .addHelpText(
       'after',
       '\nScans the tree against the stored inventory on start, then watches it; runs until SIGINT or SIGTERM.\n' +
@@ -270,6 +348,9 @@ export function register(program: Command): void {
         watch: opts.watch,
         json: opts.json === true,
         log: opts.log === true,
+        notify: opts.notify,
+        hub: opts.hub === true,
+        ...(opts.hubUrl === undefined ? {} : { hubUrl: checkHubUrl(opts.hubUrl) }),
         ...(opts.baseUrl === undefined ? {} : { baseUrl: opts.baseUrl }),
         ...(opts.state === undefined ? {} : { stateDir: opts.state }),
         ...(opts.sets === 'top-level' ? { sets: 'top-level' as const } : {}),

@@ -14,9 +14,10 @@
  * - Range (single range) for every file (resources, documents, dump packages): 206 with `Content-Range`, 416
  *   with `Content-Range: bytes *\/len`, If-Range (strong ETag or exact date). Several ranges in one request are
  *   answered with the whole representation (200), as RFC 9110 §14.2 allows: no multipart/byteranges.
- * - XML documents are gzip-compressed on the fly (zlib stream, no Content-Length then) when the client sends
- *   `Accept-Encoding: gzip` and no Range; `Vary: Accept-Encoding` on every document response. A Range request
- *   is always served from the identity encoding.
+ * - XML documents are gzip-compressed when the client sends `Accept-Encoding: gzip` and no Range: on the fly
+ *   (zlib stream, no Content-Length), or from a {@link GzipCache} of compressed copies when one is given
+ *   (filled in the background after the first request; then with Content-Length). `Vary: Accept-Encoding`
+ *   on every document response. A Range request is always served from the identity encoding.
  * - `Cache-Control`: documents `no-cache` (they change whenever the change log moves; revalidation by ETag is
  *   cheap); resources `public, max-age=<resourceMaxAgeSeconds>` (default 60, 0 gives `no-cache`).
  * - Request targets are checked before the Source maps them (400 for dot segments, encoded `/` `\` NUL,
@@ -41,6 +42,7 @@ import { ResourceSyncError } from '../core/errors.js';
 import { type Segment, segmentsLength, sliceSegments, streamSegments } from './http/body.js';
 import { evaluatePreconditions, formatHttpDate, ifRangeAllows, type Validators } from './http/conditional.js';
 import { acceptsGzip, isCompressibleXml } from './http/encoding.js';
+import type { GzipCache } from './http/gzip-cache.js';
 import {
   deriveEtag,
   findHeadInsertion,
@@ -69,8 +71,13 @@ export interface SourceServerOptions {
   readonly idleTimeoutMs?: number;
   /** How long {@link SourceServer.close} waits for in-flight responses before destroying them. Default 5 s. */
   readonly closeTimeoutMs?: number;
-  /** gzip level for XML documents (1-9). Default 6. */
+  /** gzip level for XML documents compressed per request (1-9). Default 6. */
   readonly gzipLevel?: number;
+  /**
+   * Keep compressed copies of documents (see {@link GzipCache}): repeated gzip requests are then served from
+   * disk with a Content-Length. Without it every gzip response is compressed on the fly.
+   */
+  readonly gzipCache?: GzipCache;
   /** Called once per finished (or aborted) request. */
   readonly onRequest?: (entry: RequestLogEntry) => void;
   /** Called with unexpected errors (a Source that throws, a file that vanished mid-response). */
@@ -372,6 +379,20 @@ export function createSourceServer(
 
       if (gzip) {
         res.setHeader('Content-Encoding', 'gzip');
+        const cached = options.gzipCache?.lookup(file);
+        // Evicted between lookup and open: compress on the fly instead.
+        const cachedHandle = cached && (await open(cached.path, 'r').catch(() => undefined));
+        if (cached && cachedHandle) {
+          try {
+            res.setHeader('Content-Length', cached.length);
+            res.writeHead(status);
+            if (method === 'HEAD') res.end();
+            else await pipeline(cachedHandle.createReadStream({ autoClose: false }), res);
+          } finally {
+            await cachedHandle.close();
+          }
+          return;
+        }
         res.writeHead(status);
         if (method === 'HEAD') {
           res.end();

@@ -1,6 +1,6 @@
 // The Source server over real HTTP (loopback, port 0) against a real DirectorySource on a temp dir.
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { Agent, get as httpGet, request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import { isResourceSyncError } from '../../src/core/errors.js';
 import { type DirectorySource, openDirectorySource } from '../../src/source/index.js';
+import { openGzipCache } from '../../src/source/http/gzip-cache.js';
 import { createSourceServer, type RequestLogEntry, type SourceServer } from '../../src/source/server.js';
 import { fetchRaw, rawExchange, statusOf } from './server-helpers.js';
 
@@ -244,6 +245,37 @@ describe('documents', () => {
     assert.equal(res.headers['content-encoding'], undefined);
     assert.equal(res.body.toString(), files['data/records.xml']);
   });
+  it('gzip cache: compressed once in the background, then served with Content-Length; bounded', async () => {
+    const cache = await openGzipCache({ dir: join(root, 'gzip-cache'), maxBytes: 100_000 });
+    const s = createSourceServer(site, { gzipCache: cache });
+    const p = (await s.listen(0)).port;
+    const path = new URL(site.sourceDescriptionUrl).pathname;
+    const plain = await fetchRaw(p, path);
+    const gz = { 'Accept-Encoding': 'gzip' };
+    const first = await fetchRaw(p, path, { headers: gz });
+    assert.equal(first.headers['content-length'], undefined, 'first one compressed on the fly');
+    await cache.idle();
+    const second = await fetchRaw(p, path, { headers: gz });
+    assert.equal(second.headers['content-encoding'], 'gzip');
+    assert.equal(second.headers['content-length'], String(second.body.length));
+    assert.equal(second.headers.etag, first.headers.etag);
+    assert.ok(gunzipSync(second.body).equals(plain.body));
+    const head = await fetchRaw(p, path, { method: 'HEAD', headers: gz });
+    assert.equal(head.headers['content-length'], second.headers['content-length']);
+    assert.ok(cache.bytes > 0 && cache.bytes <= 100_000);
+    // More documents than fit: the least recently used ones are dropped.
+    const small = await openGzipCache({ dir: join(root, 'gzip-small'), maxBytes: 1 });
+    const s2 = createSourceServer(site, { gzipCache: small });
+    const p2 = (await s2.listen(0)).port;
+    await fetchRaw(p2, path, { headers: gz });
+    await small.idle();
+    assert.equal(small.bytes, 0);
+    await s.close();
+    await s2.close();
+    await cache.close();
+    await small.close();
+    assert.deepEqual(await readdir(join(root, 'gzip-cache')), []);
+  });
   it('robots.txt names the Resource Lists', async () => {
     const r = await fetchRaw(port, '/robots.txt');
     assert.equal(r.status, 200);
@@ -305,6 +337,26 @@ describe('errors', () => {
       assert.equal(r.headers.allow, 'GET, HEAD');
     }
     assert.equal((await fetchRaw(port, '/a%zz')).status, 400);
+  });
+  it('a Source that fails: 500 with a small body, reported to onError', async () => {
+    const root2 = await mkdtemp(join(tmpdir(), 'rs-server-fail-'));
+    await mkdir(join(root2, 'c'));
+    await writeFile(join(root2, 'c', 'x.txt'), 'x');
+    const failing = await openDirectorySource({
+      dir: join(root2, 'c'),
+      baseUrl: 'http://example.test/',
+      stateDir: join(root2, 's'),
+    });
+    const errors: unknown[] = [];
+    const s = createSourceServer(failing, { onError: (e) => errors.push(e) });
+    const p = (await s.listen(0)).port;
+    await failing.close(); // the store is closed under the server's feet
+    const r = await fetchRaw(p, '/x.txt');
+    assert.equal(r.status, 500);
+    assert.equal(r.body.toString(), 'Internal Server Error\n');
+    assert.equal(errors.length, 1);
+    await s.close();
+    await rm(root2, { recursive: true, force: true });
   });
   it('a directory is not a resource', async () => {
     assert.equal((await fetchRaw(port, '/data')).status, 404);
