@@ -20,12 +20,13 @@ import { pipeline } from 'node:stream/promises';
 import { DUMP_MANIFEST_NAME, type HashAlgorithm } from '../core/constants.js';
 import { ResourceSyncError } from '../core/errors.js';
 import { knownHashes } from '../core/hash.js';
-import type { Entry } from '../core/model.js';
+import type { DocumentHeader, Entry } from '../core/model.js';
 import {
   createIssue,
   createValidator,
   issueFromError,
   type ValidateOptions,
+  type ValidationIssue,
   type ValidationResult,
 } from '../core/validate.js';
 import { DumpPackage, manifestPathToName } from '../destination/dump.js';
@@ -52,6 +53,8 @@ export async function isZipFile(path: string): Promise<boolean> {
 export interface ValidatePackageOptions extends ValidateOptions {
   /** Read every bitstream to check its length and hash against the manifest (default true). */
   readonly verify?: boolean;
+  /** Called with the manifest's header; returns issues to add (rules between documents, when walking). */
+  readonly onManifest?: (header: DocumentHeader) => readonly ValidationIssue[];
 }
 
 /**
@@ -95,6 +98,7 @@ export async function validatePackage(
       };
     }
     const v = createValidator(manifest.header, options);
+    for (const issue of options.onManifest?.(manifest.header) ?? []) v.report(issue);
     const kind = manifest.header.kind;
     if (kind !== 'resource-dump-manifest' && kind !== 'change-dump-manifest')
       v.report(

@@ -95,7 +95,7 @@ export async function validateInput(
   try {
     const url = input.url ?? arg;
     const { head, rest } = await peekBytes(input.bytes);
-    if (isZipHead(head)) return { source: arg, result: await validateZip(input, rest, options) };
+    if (isZipHead(head)) return { source: arg, result: await validateZip(input, rest, options, hooks) };
     const stream = await openDocument(rest, { url });
     const extra = hooks.onHeader?.(stream.header, url) ?? [];
     const onEntry = hooks.onEntry;
@@ -122,8 +122,11 @@ async function validateZip(
   input: Input,
   rest: AsyncIterable<Uint8Array>,
   options: ValidateCommandOptions,
+  hooks: ValidateHooks,
 ): Promise<ValidationResult> {
+  const onHeader = hooks.onHeader;
   const packageOptions = {
+    ...(onHeader === undefined ? {} : { onManifest: (h: DocumentHeader) => onHeader(h, input.url ?? input.source) }),
     ...(options.maxEntries === undefined ? {} : { maxEntries: options.maxEntries }),
     ...(options.maxIssues === undefined ? {} : { maxIssues: options.maxIssues }),
     ...(options.verify === undefined ? {} : { verify: options.verify }),
@@ -173,7 +176,11 @@ export function formatIssue(source: string, i: ValidationIssue): string {
  */
 export async function runValidate(
   inputs: readonly string[],
-  options: ValidateCommandOptions & { readonly walk?: boolean; readonly maxDocuments?: number } = {},
+  options: ValidateCommandOptions & {
+    readonly walk?: boolean;
+    readonly maxDocuments?: number;
+    readonly packages?: boolean;
+  } = {},
   out: CommandOutput = processOutput,
 ): Promise<number> {
   let code: number = EXIT.OK;
@@ -274,7 +281,7 @@ export function register(program: Command): void {
   program
     .command('validate')
     .description(
-      'check ResourceSync documents (files or http(s) URLs) against every rule of the standard; a ZIP dump package is checked with its manifest.xml and bitstreams',
+      'Check ResourceSync documents (files or http(s) URLs) against every rule of the standard; a ZIP dump package is checked with its manifest.xml and bitstreams',
     )
     .argument('[inputs...]', 'files, http(s) URLs, or - for standard input')
     .option('--list-rules', 'print every rule (code, severity, section, summary) and exit')
@@ -309,6 +316,7 @@ ${EXIT_HELP}`,
         json: o['json'] === true,
         strict: o['strict'] === true,
         walk: o['walk'] === true,
+        packages: o['packages'] === true,
         verify: o['verify'] !== false,
         ...(typeof o['maxDocuments'] === 'number' ? { maxDocuments: o['maxDocuments'] } : {}),
         ...(typeof o['expect'] === 'string' ? { expect: o['expect'] as DocumentKind } : {}),

@@ -15,6 +15,8 @@ import { type DocumentOutcome, type ValidateCommandOptions, validateInput } from
 export interface WalkOptions extends ValidateCommandOptions {
   /** Most documents visited, the start included (default 100). */
   readonly maxDocuments?: number;
+  /** Also fetch and check the ZIP packages of Resource Dumps and Change Dumps. */
+  readonly packages?: boolean;
 }
 
 /** One document of the walk. */
@@ -65,7 +67,10 @@ export function walkDocuments(start: string, options: WalkOptions = {}): Walk {
         },
         onEntry: (e) => {
           if (header === undefined) return;
-          for (const c of childLinks({ header, url, kind: header.kind }, e, context)) enqueue(c);
+          for (const c of childLinks({ header, url, kind: header.kind }, e, context, {
+            packages: options.packages === true,
+          }))
+            enqueue(c);
         },
       });
       yield { url: item.url, depth, ...(context === undefined ? {} : { context }), outcome };

@@ -44,8 +44,9 @@ function isHttp(url: string): boolean {
 
 /**
  * The documents an entry points to that are ResourceSync documents themselves: Capability Lists from a Source
- * Description, capability documents from a Capability List, the members of an index, and the manifests a
- * dump links with `contents` (§11.1, §13.1). Only http(s) URLs (notification channels are `ws:`).
+ * Description, capability documents from a Capability List, the members of an index, the manifests a dump
+ * links with `contents` (§11.1, §13.1), and with `packages` the dump packages themselves. Only http(s) URLs
+ * (notification channels are `ws:`).
  *
  * @param parent the header and URL of the document holding the entry
  * @param parentContext how the parent itself was reached (to carry the Capability List URL down)
@@ -54,6 +55,7 @@ export function childLinks(
   parent: { readonly header: DocumentHeader; readonly url: string; readonly kind: DocumentKind },
   entry: Entry,
   parentContext?: LinkContext,
+  options: { readonly packages?: boolean } = {},
 ): ChildLink[] {
   const { url, kind } = parent;
   const out: ChildLink[] = [];
@@ -85,12 +87,10 @@ export function childLinks(
   } else if (kind === 'resource-dump' || kind === 'change-dump') {
     const manifest = kind === 'resource-dump' ? 'resourcedump-manifest' : 'changedump-manifest';
     const upUrl = parentContext?.upUrl ?? parent.header.links.find((l) => l.rel === RELATIONS.up)?.href;
-    for (const l of entry.links)
-      if (l.rel === RELATIONS.contents && isHttp(l.href))
-        out.push({
-          url: l.href,
-          context: { ...base, capability: manifest, ...(upUrl === undefined ? {} : { upUrl }) },
-        });
+    const context = { ...base, capability: manifest, ...(upUrl === undefined ? {} : { upUrl }) };
+    for (const l of entry.links) if (l.rel === RELATIONS.contents && isHttp(l.href)) out.push({ url: l.href, context });
+    // The package itself (a ZIP whose manifest.xml is checked like the copy the contents link points to).
+    if (options.packages === true && isHttp(entry.loc)) out.push({ url: entry.loc, context });
   }
   return out;
 }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import yazl from 'yazl';
 import { runInspect } from '../../src/cli/inspect.js';
 import { type CommandOutput, runValidate } from '../../src/cli/validate.js';
 import { walkDocuments } from '../../src/cli/walk.js';
@@ -55,8 +56,13 @@ describe('walking a Source', () => {
   let server: Server;
   let base: string;
   let pages: Record<string, string>;
+  let zipBytes: Buffer | undefined;
   before(async () => {
     server = createServer((req, res) => {
+      if (req.url === '/p1.zip' && zipBytes !== undefined) {
+        res.end(zipBytes);
+        return;
+      }
       const body = pages[req.url ?? ''];
       res.statusCode = body === undefined ? 404 : 200;
       res.end(body ?? 'not found');
@@ -64,6 +70,14 @@ describe('walking a Source', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     pages = site(base);
+    // The package of the Resource Dump: its manifest points up to the wrong place.
+    const z = new yazl.ZipFile();
+    z.addBuffer(Buffer.from((pages['/m1.xml'] as string).replace('/elsewhere.xml', '/other.xml')), 'manifest.xml');
+    z.addBuffer(Buffer.from('hello'), 'r1');
+    z.end();
+    const chunks: Buffer[] = [];
+    for await (const c of z.outputStream) chunks.push(c as Buffer);
+    zipBytes = Buffer.concat(chunks);
   });
   after(async () => {
     server.closeAllConnections();
@@ -131,6 +145,20 @@ describe('walking a Source', () => {
     assert.equal(lines.length, 2);
     assert.deepEqual(lines[1], { ...lines[1], source: `${base}/rl-index.xml`, depth: 1, parent: `${base}/cl.xml` });
     assert.match(small.err(), /4 linked document\(s\) not visited/);
+  });
+
+  it('--packages also checks the dump packages, with the rules between documents', async () => {
+    const walk = walkDocuments(`${base}/rd.xml`, { packages: true });
+    const seen: [string, string, string[]][] = [];
+    for await (const d of walk.documents) {
+      assert.ok('result' in d.outcome, JSON.stringify(d.outcome));
+      seen.push([d.url.slice(base.length), d.outcome.result.kind, d.outcome.result.issues.map((i) => i.code)]);
+    }
+    assert.deepEqual(seen, [
+      ['/rd.xml', 'resource-dump', []],
+      ['/m1.xml', 'resource-dump-manifest', ['up-target-mismatch']],
+      ['/p1.zip', 'resource-dump-manifest', ['up-target-mismatch']],
+    ]);
   });
 
   it('inspect --walk prints the tree of documents', async () => {
