@@ -198,35 +198,45 @@ export class Destination {
       let watermarkAfter = watermark?.at;
       let complete = false;
       let audit: AuditCounts | undefined;
-      if (op === 'baseline') {
-        const r = await runBaseline(ctx, docs satisfies BaselineSources);
-        via = r.via;
-        complete = r.complete;
-        if (r.complete && !dryRun) watermarkAfter = r.at;
-      } else if (op === 'incremental') {
-        const from = o.from !== undefined ? parseFromOption(o.from) : watermark?.at;
-        if (from === undefined)
-          throw new ResourceSyncError('RS_CONFIG', `no watermark in ${this.dir}: run a baseline first, or give --from`);
-        try {
-          const r = await runIncremental(ctx, docs satisfies IncrementalSources, from);
-          via = r.via;
-          complete = r.complete;
-          if (!dryRun && r.complete) watermarkAfter = r.watermark;
-        } catch (e) {
-          if (!isResourceSyncError(e, 'RS_GAP') || !(o.autoBaseline ?? false)) throw e;
-          this.emit({ type: 'warning', code: 'RS_GAP', message: `${e.message}; running a new baseline` });
-          op = 'baseline';
-          ctx = makeCtx(op);
-          ctx.warnings.push(`${e.message} [RS_GAP]`);
-          const r = await runBaseline(ctx, docs);
+      try {
+        if (op === 'baseline') {
+          const r = await runBaseline(ctx, docs satisfies BaselineSources);
           via = r.via;
           complete = r.complete;
           if (r.complete && !dryRun) watermarkAfter = r.at;
+        } else if (op === 'incremental') {
+          const from = o.from !== undefined ? parseFromOption(o.from) : watermark?.at;
+          if (from === undefined)
+            throw new ResourceSyncError(
+              'RS_CONFIG',
+              `no watermark in ${this.dir}: run a baseline first, or give --from`,
+            );
+          try {
+            const r = await runIncremental(ctx, docs satisfies IncrementalSources, from);
+            via = r.via;
+            complete = r.complete;
+            if (!dryRun && r.complete) watermarkAfter = r.watermark;
+          } catch (e) {
+            if (!isResourceSyncError(e, 'RS_GAP') || !(o.autoBaseline ?? false)) throw e;
+            this.emit({ type: 'warning', code: 'RS_GAP', message: `${e.message}; running a new baseline` });
+            op = 'baseline';
+            ctx = makeCtx(op);
+            ctx.warnings.push(`${e.message} [RS_GAP]`);
+            const r = await runBaseline(ctx, docs);
+            via = r.via;
+            complete = r.complete;
+            if (r.complete && !dryRun) watermarkAfter = r.at;
+          }
+        } else {
+          audit = await runAudit(ctx, docs satisfies AuditSources);
+          complete = true;
+          via = ['list'];
         }
-      } else {
-        audit = await runAudit(ctx, docs satisfies AuditSources);
-        complete = true;
-        via = ['list'];
+      } catch (e) {
+        // Interrupted or failed: what was installed so far is recorded (made durable first), so the next run
+        // skips it without hashing it again.
+        await ctx.recorder.flush().catch(() => undefined);
+        throw e;
       }
       const summary: { -readonly [K in keyof SyncSummary]: SyncSummary[K] } = {
         operation: op,

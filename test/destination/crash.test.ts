@@ -128,6 +128,37 @@ describe('kill -9 mid-run, then rerun', { timeout: 60_000 }, () => {
   });
 });
 
+describe('SIGINT mid-run', { timeout: 60_000 }, () => {
+  it('exits with 130, keeps the state consistent, and the next run completes', async () => {
+    const src = await StaticSource.start();
+    const dir = await mkdtemp(join(tmpdir(), 'rs-sigint-'));
+    try {
+      const resources = makeResources(80, 500, 'sigint');
+      src.publishResourceList(resources, AT, 1);
+      for (const r of resources) src.set(r.path, r.body, 'text/plain', 20);
+      src.publishCapabilities();
+      const url = src.url('/capabilitylist.xml');
+      const child = startChild(['sync', url, dir, '--concurrency', '2']);
+      let stderr = '';
+      child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+      const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+      while (resourceHits(src) < 10 && child.exitCode === null) await new Promise((r) => setTimeout(r, 2));
+      child.kill('SIGINT');
+      assert.equal(await exited, 130, stderr);
+      assert.match(stderr, /interrupted|RS_ABORTED/);
+      const s = await new Destination({ url, dir }).sync();
+      assert.equal(s.operation, 'baseline');
+      assert.equal(s.complete, true);
+      assert.ok(s.counts.skipped > 0);
+      const expected = new Map(resources.map((r) => [localPathOf(src, r.path), r.body]));
+      assert.deepEqual(sortedTree(readTree(dir)), sortedTree(expected));
+    } finally {
+      await src.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 function sortedTree(m: Map<string, Buffer>): [string, string][] {
   return [...m.entries()]
     .map(([k, v]) => [k, v.toString('hex')] as [string, string])
