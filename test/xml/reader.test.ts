@@ -13,6 +13,10 @@ import { ResourceSyncError } from '../../src/core/errors.js';
 import { fileSource, MAX_ISSUES, openDocument, readDocument, serializeDocument } from '../../src/xml/index.js';
 import { byteChunks, randomChunks, rejectsWith, SPEC_DIR, specExamples, withoutLines } from './helpers.js';
 
+function* fixedChunks(bytes: Uint8Array, size: number): Generator<Uint8Array> {
+  for (let i = 0; i < bytes.length; i += size) yield bytes.subarray(i, i + size);
+}
+
 const NS = `xmlns="${SITEMAP_NS}" xmlns:rs="${RS_NS}"`;
 const enc = (s: string): Uint8Array => Buffer.from(s, 'utf8');
 const doc = (body: string, root = 'urlset'): string =>
@@ -35,6 +39,9 @@ describe('spec examples', () => {
       assert.deepStrictEqual(withoutLines(again), withoutLines(whole));
       // gzip, one byte at a time
       assert.deepStrictEqual(await readDocument(byteChunks(gzipSync(bytes))), whole);
+      // empty chunks in between
+      const withEmpty = [...fixedChunks(bytes, 9)].flatMap((c) => [new Uint8Array(0), c, new Uint8Array(0)]);
+      assert.deepStrictEqual(await readDocument(withEmpty), whole);
     });
   }
 
