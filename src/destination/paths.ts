@@ -17,6 +17,12 @@
  * - a name longer than 255 UTF-8 bytes is cut and suffixed `%%<16 hex of sha-256>`: the one case that
  *   {@link PathMapper.toUri} cannot reverse (it returns undefined; the state database keeps the mapping).
  *
+ * Authority check ({@link PathMapper.isAllowed}): the Sitemap protocol's rule that a Sitemap lists URLs of its
+ * own host (sitemaps.org, "Sitemap file location"), compared on scheme-default-aware host and port. Its further
+ * rule that URLs sit under the Sitemap's directory is not applied: ResourceSync documents routinely live in a
+ * set's directory while the resources do not (Examples 13-14: `/dataset1/resourcelist.xml` lists `/res1`).
+ * `allowHosts` adds hosts (`host` or `host:port`); `authorityCheck: false` accepts every host.
+ *
  * A file and a directory cannot share a name: `http://h/a` and `http://h/a/b` cannot both be stored; the
  * second install fails with RS_IO. Directories are created by {@link ensureParentDirectory}, which refuses
  * symbolic links on the way (`RS_UNSAFE_PATH`).
