@@ -134,7 +134,10 @@ function detectEncoding(b: Uint8Array): 'utf-8' | 'utf-16le' | 'utf-16be' {
  * need not be the default one). DTDs are refused.
  *
  * Memory: one input chunk (256 KiB for {@link fileSource}), the entries parsed from it, and at most one
- * unfinished entry (bounded by `maxEntryBytes`). Independent of the number of entries.
+ * unfinished entry (bounded by `maxEntryBytes`). Independent of the number of entries. Note that V8 may
+ * represent a value (a `loc`, a `hash`) as a slice of the decoded chunk it came from: a consumer that keeps
+ * values from many chunks of a huge document keeps those chunks alive too (store such values elsewhere,
+ * e.g. in SQLite, or keep a bounded number of them).
  *
  * @throws ResourceSyncError `RS_XML_SYNTAX` (not well-formed, with line and column), `RS_XML_DTD`,
  *   `RS_LIMIT`, `RS_NOT_RESOURCESYNC` (the root is not `<urlset>`/`<sitemapindex>` of the Sitemap
