@@ -196,7 +196,9 @@ async function inspectWalk(
 export function register(program: Command): void {
   program
     .command('inspect')
-    .description('Summarise a ResourceSync document: kind, header, entries, time range, changes (--walk: a whole Source).')
+    .description(
+      'Summarise a ResourceSync document: kind, header, entries, time range, changes (--walk: a whole Source).',
+    )
     .argument('<input>', 'a file or an http(s) URL')
     .option('--json', 'print the summary as one JSON object')
     .option('--walk', 'list every document the input leads to, as a tree (kind, entries, errors, warnings)')
