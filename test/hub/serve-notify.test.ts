@@ -1,0 +1,95 @@
+// `resourcesync serve --hub` end to end: a file written into the served directory reaches a WebSocket client and
+// a WebSub subscriber (hub and topic discovered from the Change List's Link header) as a change notification.
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import type { NotificationEvent } from '../../src/notify/events.js';
+import { findLink } from '../../src/notify/http-util.js';
+import { ChannelClient } from '../../src/notify/websocket-client.js';
+import { WebSubSubscriber } from '../../src/notify/websub-subscriber.js';
+import { drain, EventLog, withTempDir } from '../notify/helpers.js';
+
+function startCli(args: string[]): { child: ChildProcess; json: EventLog<Record<string, unknown>> } {
+  const here = fileURLToPath(import.meta.url);
+  let root = dirname(here);
+  while (!existsSync(join(root, 'package.json'))) root = dirname(root);
+  const argv = here.endsWith('.js')
+    ? [join(root, 'dist', 'src', 'cli', 'main.js')]
+    : ['--import', 'tsx', join(root, 'src', 'cli', 'main.ts')];
+  const child = spawn(process.execPath, [...argv, ...args], { stdio: ['ignore', 'pipe', 'inherit'], cwd: root });
+  const json = new EventLog<Record<string, unknown>>();
+  createInterface({ input: child.stdout! }).on('line', (l) => {
+    try {
+      json.push(JSON.parse(l) as Record<string, unknown>);
+    } catch {
+      // not JSON: ignore
+    }
+  });
+  return { child, json };
+}
+
+describe('resourcesync serve --hub', () => {
+  it('pushes a file change over the WebSocket channel and through the WebSub hub', async () => {
+    await withTempDir(async (dir) => {
+      const col = join(dir, 'col');
+      await mkdir(col);
+      await writeFile(join(col, 'a.txt'), 'alpha');
+      const { child, json } = startCli(['serve', col, '--port', '0', '--json', '--hub', '--state', join(dir, 'state')]);
+      const ws: ChannelClient[] = [];
+      let sub: WebSubSubscriber | undefined;
+      const pumps: Promise<void>[] = [];
+      try {
+        const listening = await json.waitFor((e) => e.event === 'listening', 20_000, 'listening');
+        const channels = listening.channels as string[];
+        assert.equal(channels.length, 1);
+        assert.match(channels[0]!, /^ws:\/\/127\.0\.0\.1:\d+\/resourcesync\/[^/]+\/change-notification$/);
+        const hubUrl = String(listening.hub);
+        const changeList = channels[0]!.replace(/^ws:/, 'http:').replace(/change-notification$/, 'changelist.xml');
+        const res = await request(changeList);
+        await res.body.text();
+        assert.equal(findLink(res.headers.link as string | undefined, 'hub'), hubUrl);
+        assert.equal(findLink(res.headers.link as string | undefined, 'self'), changeList);
+
+        const client = new ChannelClient({ url: channels[0]! });
+        ws.push(client);
+        const wsLog = new EventLog<NotificationEvent>();
+        pumps.push(drain(client.events(), wsLog));
+        sub = await WebSubSubscriber.start({ hubUrl, topicUrl: changeList });
+        const subLog = new EventLog<NotificationEvent>();
+        pumps.push(drain(sub.events(), subLog));
+        await wsLog.waitFor((e) => e.type === 'connected');
+        await subLog.waitFor((e) => e.type === 'connected');
+
+        const t0 = Date.now();
+        await writeFile(join(col, 'b.txt'), 'bravo');
+        for (const log of [wsLog, subLog]) {
+          const got = await log.waitFor(
+            (e) => e.type === 'notification' && e.notification.changes.some((c) => c.uri.endsWith('/b.txt')),
+            15_000,
+            'notification of b.txt',
+          );
+          assert.ok(got.type === 'notification');
+          const c = got.notification.changes.find((x) => x.uri.endsWith('/b.txt'))!;
+          assert.equal(c.change, 'created');
+          assert.ok(got.receivedAt - t0 < 15_000);
+        }
+      } finally {
+        await Promise.all(ws.map((c) => c.close()));
+        await sub?.close();
+        await Promise.all(pumps);
+        child.kill('SIGTERM');
+        const code = await new Promise<number | null>((resolve) => {
+          if (child.exitCode !== null) resolve(child.exitCode);
+          else child.once('exit', (c) => resolve(c));
+        });
+        assert.equal(code, 0);
+      }
+    });
+  });
+});
