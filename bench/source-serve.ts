@@ -21,6 +21,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { openSqliteStore, Source, type SourceSite } from '../src/source/index.js';
+import { openGzipCache } from '../src/source/http/gzip-cache.js';
 import { createSourceServer } from '../src/source/server.js';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -71,7 +72,8 @@ async function serve(dir: string): Promise<void> {
     onChange: (l) => source.onChange(l),
     close: () => source.close(),
   };
-  const server = createSourceServer(site);
+  const gzipCache = await openGzipCache({ dir: join(dir, 'gzip-cache') });
+  const server = createSourceServer(site, { gzipCache });
   const { port } = await server.listen(0);
   process.stdout.write(`${JSON.stringify({ port })}\n`);
   for await (const line of createInterface({ input: process.stdin })) {
@@ -82,6 +84,7 @@ async function serve(dir: string): Promise<void> {
     }
   }
   await server.close();
+  await gzipCache.close();
   await source.close();
 }
 
@@ -93,10 +96,11 @@ interface Timing {
   readonly body?: string;
 }
 
-function fetchTimed(port: number, path: string, keepBody = false): Promise<Timing> {
+function fetchTimed(port: number, path: string, keepBody = false, gzip = false): Promise<Timing & { cached: boolean }> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    get({ host: '127.0.0.1', port, path, agent: false }, (res) => {
+    const headers = gzip ? { 'Accept-Encoding': 'gzip' } : {};
+    get({ host: '127.0.0.1', port, path, agent: false, headers }, (res) => {
       let ttfb = -1;
       let bytes = 0;
       const chunks: Buffer[] = [];
@@ -111,6 +115,7 @@ function fetchTimed(port: number, path: string, keepBody = false): Promise<Timin
           ttfbMs: ttfb < 0 ? performance.now() - t0 : ttfb,
           totalMs: performance.now() - t0,
           bytes,
+          cached: res.headers['content-length'] !== undefined,
           ...(keepBody ? { body: Buffer.concat(chunks).toString() } : {}),
         }),
       );
@@ -178,6 +183,15 @@ async function benchSize(n: number, runs: number): Promise<void> {
     const t0 = performance.now();
     for (const p of parts) total += (await fetchTimed(port, p)).bytes;
     const allMs = performance.now() - t0;
+    // gzip: the first request compresses on the fly (and queues a cached copy), later ones read the copy.
+    const gzFirst = await fetchTimed(port, part, false, true);
+    let gzCached = gzFirst;
+    for (let i = 0; i < 100 && !gzCached.cached; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      gzCached = await fetchTimed(port, part, false, true);
+    }
+    const gzWarm: Timing[] = [];
+    for (let r = 0; r < runs; r++) gzWarm.push(await fetchTimed(port, part, false, true));
     const rss = await peakRssMb(pid);
     console.log(
       `  part 1 (${f(cold[0]!.bytes / 1e6)} MB, status ${cold[0]!.status}) cold: first byte ${f(median(cold.map((t) => t.ttfbMs)))} ms, ` +
@@ -189,6 +203,10 @@ async function benchSize(n: number, runs: number): Promise<void> {
     console.log(
       `  index (${parts.length} parts) warm: first byte ${f(median(idx.slice(1).map((t) => t.ttfbMs)))} ms; ` +
         `all parts served in ${f(allMs)} ms (${f(total / 1e6)} MB)`,
+    );
+    console.log(
+      `  part 1 gzip (${f(gzFirst.bytes / 1e6)} MB): on the fly first byte ${f(gzFirst.ttfbMs)} ms, whole ${f(gzFirst.totalMs)} ms; ` +
+        `cached copy first byte ${f(median(gzWarm.map((t) => t.ttfbMs)))} ms, whole ${f(median(gzWarm.map((t) => t.totalMs)))} ms`,
     );
     console.log(`  server RSS: peak ${f(rss.peak)} MB, now ${f(rss.now)} MB`);
     server.stdin!.end();
