@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, open, rename, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -45,6 +45,7 @@ async function startServer(): Promise<{ child: ChildProcess; base: string; send:
 
 /** The floor: writing N new 2 KB files the way an install does (temp file, write, rename), with and without fsync. */
 async function writeFloor(concurrency: number, fsync: boolean, count: number): Promise<number> {
+  const c0 = process.cpuUsage();
   const dir = await mkdtemp(join(tmpdir(), 'rs-bench-floor-'));
   const body = randomBytes(SIZE);
   const dirs = 20;
@@ -66,14 +67,27 @@ async function writeFloor(concurrency: number, fsync: boolean, count: number): P
     }),
   );
   const ms = performance.now() - t0;
+  const c = process.cpuUsage(c0);
+  cpuAcc = c.user + c.system;
   await rm(dir, { recursive: true, force: true });
   return count / (ms / 1000);
 }
 
+/** CPU time (user + system, all threads of this process) of the runs so far, in µs. */
+let cpuAcc = 0;
+
 async function timeRun(fn: () => Promise<void>): Promise<number> {
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
   await fn();
-  return performance.now() - t0;
+  const ms = performance.now() - t0;
+  const c = process.cpuUsage(c0);
+  cpuAcc = c.user + c.system;
+  return ms;
+}
+
+function cpuPer(count: number): string {
+  return `${(cpuAcc / count).toFixed(0)} µs CPU each`;
 }
 
 async function main(): Promise<void> {
@@ -85,15 +99,18 @@ async function main(): Promise<void> {
     process.stdout.write(`${line}\n`);
   };
   report(
-    `# Destination benchmarks: ${N} resources of ${SIZE} B, static Source in a child process on loopback, ${RUNS} runs (median)`,
+    `# Destination benchmarks: ${N} resources of ${SIZE} B, static Source in a child process on loopback, ${RUNS} runs (median); load average ${loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')} on ${cpus().length} CPUs`,
   );
 
-  const floorSeq = median(await Promise.all([writeFloor(1, false, N)]));
+  const floorSeq = await writeFloor(1, false, N);
   const floorConc: number[] = [];
   for (let r = 0; r < RUNS; r++) floorConc.push(await writeFloor(16, false, N));
+  const floorCpu = cpuPer(N);
   const floorFsync = await writeFloor(16, true, Math.min(N, 2000));
   report(
-    `floor: new 2 KB files (temp+write+rename): ${floorSeq.toFixed(0)}/s sequential (${(1000 / floorSeq).toFixed(3)} ms each), ${median(floorConc).toFixed(0)}/s at concurrency 16; with fsync per file: ${floorFsync.toFixed(0)}/s`,
+    `floor: new 2 KB files (temp+write+rename): ${floorSeq.toFixed(0)}/s sequential (${(1000 / floorSeq).toFixed(3)} ms each), ${median(floorConc).toFixed(0)}/s at concurrency 16 (${floorCpu}); with fsync per file: ${floorFsync.toFixed(0)}/s`,
   );
 
   const listRates: Record<string, number> = {};
@@ -122,7 +139,7 @@ async function main(): Promise<void> {
     }
     listRates[durability] = N / (median(times) / 1000);
     report(
-      `baseline via Resource List, durability=${durability}: ${listRates[durability]!.toFixed(0)} resources/s (median ${median(times).toFixed(0)} ms; ${(listRates[durability]! / median(floorConc)).toFixed(2)}x the write floor)`,
+      `baseline via Resource List, durability=${durability}: ${listRates[durability]!.toFixed(0)} resources/s (median ${median(times).toFixed(0)} ms; ${(listRates[durability]! / median(floorConc)).toFixed(2)}x the write floor; last run ${cpuPer(N)})`,
     );
   }
 
