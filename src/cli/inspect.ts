@@ -11,9 +11,11 @@ import { parseDatetime } from '../core/datetime.js';
 import { ResourceSyncError } from '../core/errors.js';
 import type { DocumentKind, Entry, Link, RootElement } from '../core/model.js';
 import { createValidator } from '../core/validate.js';
-import { openDocument } from '../xml/index.js';
+import { DumpPackage } from '../destination/dump.js';
+import { type DocumentStream, openDocument } from '../xml/index.js';
 import { EXIT } from './exit.js';
-import { type InputOptions, isInputError, openInput } from './input.js';
+import { type InputOptions, isInputError, openInput, peekBytes } from './input.js';
+import { isZipHead, spoolToTempFile } from './validate-package.js';
 import { type CommandOutput, positiveInteger, processOutput, seconds } from './validate.js';
 import { walkDocuments } from './walk.js';
 
@@ -75,8 +77,22 @@ function count(map: Record<string, number>, key: string): void {
  */
 export async function inspectInput(arg: string, options: InputOptions = {}): Promise<DocumentSummary> {
   const input = await openInput(arg, options);
+  const cleanup: (() => Promise<void>)[] = [() => input.close()];
   try {
-    const stream = await openDocument(input.bytes, { url: input.url ?? arg });
+    const { head, rest } = await peekBytes(input.bytes);
+    let stream: DocumentStream;
+    if (isZipHead(head)) {
+      // A dump package: summarise its manifest.xml.
+      let file = input.path;
+      if (file === undefined) {
+        const spooled = await spoolToTempFile(rest);
+        cleanup.push(() => spooled.remove());
+        file = spooled.file;
+      } else await rest[Symbol.asyncIterator]().return?.();
+      const pkg = await DumpPackage.open(file, { url: input.url ?? arg, removeOnClose: false });
+      cleanup.unshift(() => pkg.close());
+      stream = await pkg.openManifest();
+    } else stream = await openDocument(rest, { url: input.url ?? arg });
     const h = stream.header;
     const validator = createValidator(h, { maxIssues: 0 });
     const lastmod = new RangeTracker();
@@ -115,7 +131,7 @@ export async function inspectInput(arg: string, options: InputOptions = {}): Pro
     if (dt !== undefined) s.datetime = dt;
     return s;
   } finally {
-    await input.close();
+    for (const f of cleanup) await f();
   }
 }
 

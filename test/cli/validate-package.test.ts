@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { after, before, describe, it } from 'node:test';
 import yazl from 'yazl';
+import { runInspect } from '../../src/cli/inspect.js';
 import { type CommandOutput, runValidate, validateInput } from '../../src/cli/validate.js';
 
 const NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"';
@@ -107,6 +108,20 @@ describe('validate: dump packages (ZIP with manifest.xml)', () => {
       io.out(),
       /bad\.zip:\d+: error package-length-mismatch "\/resources\/b" has 5 bytes, the manifest says 6/,
     );
+  });
+
+  it('inspect summarises the manifest of a package, from a file or a URL', async () => {
+    for (const input of [good, `${base}/good.zip`]) {
+      const io = capture();
+      assert.equal(await runInspect(input, { json: true }, io), 0, io.out());
+      const s = JSON.parse(io.out()) as Record<string, unknown>;
+      assert.equal(s['kind'], 'resource-dump-manifest');
+      assert.equal(s['entries'], 2);
+      assert.equal(s['errors'], 0);
+    }
+    const notZip = join(dir, 'not.zip');
+    await pipeline([Buffer.from('PK\u0003\u0004 garbage')], createWriteStream(notZip));
+    assert.equal(await runInspect(notZip, {}, capture()), 1);
   });
 
   it('no manifest.xml, a manifest of another kind, a damaged ZIP', async () => {
