@@ -2,10 +2,11 @@
 // bad input gives exit 2 and a message naming the path or port.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { findSampleDir } from '../../src/cli/demo.js';
@@ -187,7 +188,8 @@ describe('resourcesync serve', () => {
 
 describe('resourcesync demo', () => {
   it('finds sample/ from src/cli (tsx) and from dist/src/cli (compiled)', () => {
-    const repo = fileURLToPath(new URL(fromSource ? '../../' : '../../../', import.meta.url));
+    let repo = fileURLToPath(new URL('.', import.meta.url));
+    while (!existsSync(join(repo, 'package.json'))) repo = dirname(repo);
     const sample = join(repo, 'sample');
     assert.equal(findSampleDir(join(repo, 'src', 'cli', 'demo.ts')), sample);
     assert.equal(findSampleDir(join(repo, 'dist', 'src', 'cli', 'demo.js')), sample);
