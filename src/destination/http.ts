@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { Agent } from 'undici';
+import { Agent, EnvHttpProxyAgent, ProxyAgent } from 'undici';
 import type { Dispatcher } from 'undici';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { Readable, Transform } from 'node:stream';
@@ -51,6 +51,11 @@ export interface HttpClientOptions {
   readonly maxDocumentBytes?: number;
   /** Keep-alive time of idle connections (default 10 s). */
   readonly keepAliveTimeoutMs?: number;
+  /**
+   * An HTTP proxy: its URL (`http://proxy:3128`; requests are tunnelled with CONNECT), or `'env'` to follow
+   * `HTTP_PROXY` / `HTTPS_PROXY` / `NO_PROXY`. Default: no proxy.
+   */
+  readonly proxy?: string;
 }
 
 /** Per-request options. */
@@ -152,7 +157,7 @@ interface HostGate {
 export class HttpClient {
   readonly stats: HttpStats = { requests: 0, retries: 0, bytes: 0, redirects: 0, errors: 0 };
   readonly options: HttpClientOptions;
-  readonly #agent: Agent;
+  readonly #agent: Agent | ProxyAgent | EnvHttpProxyAgent;
   readonly #baseHeaders: Record<string, string>;
   readonly #decodingHeaders: Record<string, string>;
   readonly #gates = new Map<string, HostGate>();
@@ -165,14 +170,23 @@ export class HttpClient {
 
   constructor(options: HttpClientOptions = {}) {
     this.options = options;
-    this.#agent = new Agent({
+    const agentOptions = {
       connections: options.connectionsPerHost ?? 8,
       pipelining: 1,
       keepAliveTimeout: options.keepAliveTimeoutMs ?? 10_000,
       connect: { timeout: options.connectTimeoutMs ?? 10_000 },
       headersTimeout: options.headersTimeoutMs ?? 30_000,
       bodyTimeout: options.bodyIdleTimeoutMs ?? 30_000,
-    });
+    };
+    if (options.proxy === undefined || options.proxy === '') this.#agent = new Agent(agentOptions);
+    else if (options.proxy === 'env') this.#agent = new EnvHttpProxyAgent(agentOptions);
+    else {
+      try {
+        this.#agent = new ProxyAgent({ ...agentOptions, uri: new URL(options.proxy).href, proxyTunnel: true });
+      } catch (e) {
+        throw new ResourceSyncError('RS_CONFIG', `bad proxy URL ${JSON.stringify(options.proxy)}`, { cause: e });
+      }
+    }
     const headers: Record<string, string> = { 'user-agent': options.userAgent ?? DEFAULT_USER_AGENT };
     for (const [k, v] of Object.entries(options.headers ?? {})) headers[k.toLowerCase()] = v;
     if (options.bearerToken !== undefined) headers.authorization = `Bearer ${options.bearerToken}`;

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+import { connect } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { isResourceSyncError, type ResourceSyncError } from '../../src/core/errors.js';
@@ -380,6 +383,35 @@ describe('HttpClient', () => {
     for (let i = 0; i < 3; i++) await text((await c.get(`${s.url}/${i}`)).body);
     assert.equal(c.stats.requests, 3);
     assert.equal(c.stats.bytes, 15);
+  });
+
+  it('goes through an HTTP proxy (CONNECT tunnel) when configured', async () => {
+    const s = await serve((req, res) => res.end(`origin saw ${req.url}`));
+    const tunnels: string[] = [];
+    const proxy = await serve((_req, res) => {
+      res.statusCode = 405;
+      res.end();
+    });
+    proxy.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      tunnels.push(req.url ?? '');
+      const [host, port] = (req.url ?? '').split(':');
+      const upstream = connect(Number(port), host as string, () => {
+        socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+        upstream.write(head);
+        upstream.pipe(socket);
+        socket.pipe(upstream);
+      });
+      upstream.on('error', () => socket.destroy());
+      socket.on('error', () => upstream.destroy());
+    });
+    const c = client({ proxy: proxy.url });
+    const res = await c.get(`${s.url}/via-proxy`);
+    assert.equal(await text(res.body), 'origin saw /via-proxy');
+    assert.deepEqual(tunnels, [s.url.replace('http://', '')]);
+    assert.throws(
+      () => new HttpClient({ proxy: 'not a url' }),
+      (e: unknown) => isResourceSyncError(e, 'RS_CONFIG'),
+    );
   });
 
   it('refuses other URL schemes', async () => {
