@@ -192,7 +192,7 @@ describe('HttpClient', () => {
       res.setHeader('content-length', String(total));
       res.end(Buffer.alloc(total, 7));
     });
-    const c = client({ bodyIdleTimeoutMs: 150 });
+    const c = client({ bodyIdleTimeoutMs: 300 });
     const res = await c.get(`${s.url}/big`);
     let n = 0;
     let pauses = 0;
@@ -200,7 +200,7 @@ describe('HttpClient', () => {
       n += chunk.byteLength;
       if (pauses < 3) {
         pauses++;
-        await new Promise((resolve) => setTimeout(resolve, 300));
+        await new Promise((resolve) => setTimeout(resolve, 700));
       }
     }
     assert.equal(n, total);
