@@ -3,6 +3,7 @@
 //
 //   node --import tsx bench/destination-server.ts static <resources> <bytes>   // static documents + resources
 //   node --import tsx bench/destination-server.ts big <entries>                // a huge Resource List Index, entries generated on request
+//   node --import tsx bench/destination-server.ts real <resources> <bytes>     // our Source: a directory served by createSourceServer
 //
 // Prints one JSON line {"base": "..."} when listening; reads commands on stdin, one JSON object a line:
 //   {"cmd":"changes","n":1000}  publishes a Change List with n updates (new content), answers {"ok":true}
@@ -95,6 +96,48 @@ async function bigMode(entries: number): Promise<void> {
   process.stdout.write(`${JSON.stringify({ base: `http://127.0.0.1:${port}` })}\n`);
 }
 
+/** Our own Source over a directory of n files; `changes` rewrites files and rescans. */
+async function realMode(n: number, size: number): Promise<void> {
+  const { mkdir, mkdtemp, rm, writeFile } = await import('node:fs/promises');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const { openDirectorySource } = await import('../src/source/directory.js');
+  const { createSourceServer } = await import('../src/source/server.js');
+  const work = await mkdtemp(join(tmpdir(), 'rs-bench-source-'));
+  const dir = join(work, 'collection');
+  const resources = makeResources(n, size, 'bench');
+  for (let i = 0; i < resources.length; i += 1000) await mkdir(join(dir, 'res', String(i / 1000)), { recursive: true });
+  await Promise.all(
+    resources.map((r, i) => writeFile(join(dir, 'res', String(Math.floor(i / 1000)), `r${i}.txt`), r.body)),
+  );
+  let resolveSite: (s: Awaited<ReturnType<typeof openDirectorySource>>) => void = () => undefined;
+  const server = createSourceServer(new Promise((r) => (resolveSite = r)));
+  const { url } = await server.listen(0, '127.0.0.1');
+  const site = await openDirectorySource({ dir, baseUrl: url, stateDir: join(work, 'state'), fsync: false });
+  resolveSite(site);
+  process.stdout.write(`${JSON.stringify({ base: url.replace(/\/$/, ''), root: '/' })}\n`);
+  let round = 0;
+  process.on('exit', () => void rm(work, { recursive: true, force: true }));
+  for await (const line of createInterface({ input: process.stdin })) {
+    const cmd = JSON.parse(line) as { cmd: string; n?: number };
+    if (cmd.cmd === 'changes') {
+      round++;
+      const count = cmd.n ?? 1000;
+      await Promise.all(
+        Array.from({ length: count }, (_, k) => {
+          const i = (k * 7) % n;
+          const body = Buffer.from(resources[i]!.body);
+          body.write(`round ${round} `, 0);
+          return writeFile(join(dir, 'res', String(Math.floor(i / 1000)), `r${i}.txt`), body);
+        }),
+      );
+      await site.scan();
+      process.stdout.write(`${JSON.stringify({ ok: true })}\n`);
+    }
+  }
+}
+
 const [mode, a, b] = process.argv.slice(2);
 if (mode === 'big') await bigMode(Number(a ?? 1_000_000));
+else if (mode === 'real') await realMode(Number(a ?? 10_000), Number(b ?? 2048));
 else await staticMode(Number(a ?? 10_000), Number(b ?? 2048));

@@ -15,6 +15,8 @@ import { Destination } from '../src/destination/destination.js';
 
 const N = Number(process.argv[2] ?? 10_000);
 const RUNS = Number(process.argv[3] ?? 3);
+/** `static` (documents built in memory) or `real` (our directory Source and server). */
+const SOURCE = process.argv[4] === 'real' ? 'real' : 'static';
 const SIZE = 2048;
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -28,7 +30,7 @@ async function startServer(): Promise<{ child: ChildProcess; base: string; send:
   const args = ext === '.ts' ? ['--import', 'tsx'] : [];
   const child = spawn(
     process.execPath,
-    [...args, join(here, `destination-server${ext}`), 'static', String(N), String(SIZE)],
+    [...args, join(here, `destination-server${ext}`), SOURCE, String(N), String(SIZE)],
     {
       stdio: ['pipe', 'pipe', 'inherit'],
     },
@@ -92,14 +94,15 @@ function cpuPer(count: number): string {
 
 async function main(): Promise<void> {
   const { child, base, send } = await startServer();
-  const url = `${base}/capabilitylist.xml`;
+  // The static Source has a Capability List at a known place; ours is found by discovery from its root.
+  const url = SOURCE === 'static' ? `${base}/capabilitylist.xml` : `${base}/`;
   const out: string[] = [];
   const report = (line: string): void => {
     out.push(line);
     process.stdout.write(`${line}\n`);
   };
   report(
-    `# Destination benchmarks: ${N} resources of ${SIZE} B, static Source in a child process on loopback, ${RUNS} runs (median); load average ${loadavg()
+    `# Destination benchmarks: ${N} resources of ${SIZE} B, ${SOURCE} Source in a child process on loopback, ${RUNS} runs (median); load average ${loadavg()
       .map((x) => x.toFixed(1))
       .join(' ')} on ${cpus().length} CPUs`,
   );
@@ -158,7 +161,7 @@ async function main(): Promise<void> {
     }
     const rate = N / (median(times) / 1000);
     report(
-      `baseline via Resource Dump, durability=${durability}: ${rate.toFixed(0)} resources/s (median ${median(times).toFixed(0)} ms)`,
+      `baseline via Resource Dump, durability=${durability}: ${rate.toFixed(0)} resources/s (median ${median(times).toFixed(0)} ms; last run ${cpuPer(N)})`,
     );
   }
 
@@ -178,7 +181,7 @@ async function main(): Promise<void> {
     }
     const rate = 1000 / (median(times) / 1000);
     report(
-      `incremental of 1,000 changes (Change List), durability=${durability}: ${rate.toFixed(0)} changes/s (median ${median(times).toFixed(0)} ms)`,
+      `incremental of 1,000 changes (Change List), durability=${durability}: ${rate.toFixed(0)} changes/s (median ${median(times).toFixed(0)} ms; last run ${cpuPer(1000)})`,
     );
   }
   await rm(dir, { recursive: true, force: true });
