@@ -52,6 +52,11 @@ before(async () => {
   await symlink(join(root, 'secret.txt'), join(dir, 'escape.txt'));
   await symlink(join(root, 'outside'), join(dir, 'outdir'));
   await symlink('../../secret.txt', join(dir, 'data', 'rel-escape.txt'));
+  // Symlinks that stay inside the tree but reach hidden files, or go through a symlinked directory.
+  await symlink('.git/config', join(dir, 'alias-to-hidden.txt'));
+  await symlink('../sub/.env', join(dir, 'data', 'alias-to-env.txt'));
+  await symlink('.git', join(dir, 'gitdir'));
+  await symlink('data', join(dir, 'datalink'));
   site = await openDirectorySource({
     dir,
     baseUrl: 'http://example.test/',
@@ -381,6 +386,10 @@ describe('nothing outside the collection is served', () => {
     '/escape.txt',
     '/outdir/file.txt',
     '/data/rel-escape.txt',
+    '/alias-to-hidden.txt',
+    '/data/alias-to-env.txt',
+    '/gitdir/config',
+    '/datalink/records.xml',
     '/.hidden',
     '/.git/config',
     '/%2egit/config',
