@@ -9,7 +9,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { ResourceSyncError } from '../core/errors.js';
 import { BlobStore } from './blobs.js';
 import { fileContent } from './dumps.js';
-import { requestRelativePath } from './paths.js';
+import { isSafeRelativePath, requestRelativePath } from './paths.js';
 import { fileIdOf, type ScanContext, type ScanStats, scanPaths, scanTree } from './scan.js';
 import { type RecordedChange, type SiteFile, Source, type SourceLimits } from './source.js';
 import { openSqliteStore } from './sqlite-store.js';
@@ -308,6 +308,11 @@ class DirectorySourceImpl implements DirectorySource {
       return undefined;
     }
     if (!(real === this.root || real.startsWith(`${this.root}/`))) return undefined;
+    // Like the scan, a request follows no symlinked directory (no alias paths, no loops recorded on demand),
+    // and no link to a hidden file: the parent must be the real directory, the target a safe path.
+    const parentReal = await realpath(dirname(abs)).catch(() => undefined);
+    if (parentReal !== join(this.root, dirname(rel))) return undefined;
+    if (!isSafeRelativePath(real.slice(this.root.length + 1))) return undefined;
     if (this.#ctx.exclude.some((x) => real === x || real.startsWith(`${x}/`))) return undefined;
     const st = await stat(real, { bigint: true }).catch(() => undefined);
     if (st === undefined || !st.isFile()) return undefined;
