@@ -126,6 +126,10 @@ async function* walk(ctx: ScanContext, relDir: string): AsyncGenerator<WalkItem,
         ctx.onWarning(`refused ${abs}: symbolic link leaving the collection (to ${real})`);
         continue;
       }
+      if (hasHiddenSegment(ctx.root, real)) {
+        ctx.onWarning(`refused ${abs}: symbolic link to a hidden file or folder (to ${real})`);
+        continue;
+      }
       if (target.isDirectory()) {
         ctx.onWarning(`skipped ${abs}: symbolic link to a directory (not followed)`);
         continue;
@@ -527,7 +531,8 @@ async function scanOne(ctx: ScanContext, rel: string, record: RecordBatch): Prom
   let excluded = hidden;
   try {
     const real = await realpath(abs);
-    if (!isInside(ctx.root, real) || ctx.exclude.some((x) => isInside(x, real))) excluded = true;
+    if (!isInside(ctx.root, real) || hasHiddenSegment(ctx.root, real) || ctx.exclude.some((x) => isInside(x, real)))
+      excluded = true;
     st = await stat(real, { bigint: true });
   } catch {
     st = undefined;
@@ -589,4 +594,12 @@ async function scanOne(ctx: ScanContext, rel: string, record: RecordBatch): Prom
   }
   if (changes.length > 0) await record(changes, true);
   return stats;
+}
+
+/** True when the real path of a file under `root` goes through a hidden (dot) file or folder. */
+function hasHiddenSegment(root: string, real: string): boolean {
+  return real
+    .slice(root.length + 1)
+    .split('/')
+    .some((seg) => seg.startsWith('.'));
 }
