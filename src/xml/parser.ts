@@ -248,6 +248,9 @@ export class DocumentParser {
   /** Absolute offset of the start of the current root-level child (entry or other), for the size limit. */
   private unitStart = 0;
   private issueOverflow = 0;
+  /** Where the current root-level child starts. */
+  private unitLine = 0;
+  private unitColumn = 0;
 
   constructor(options: ParserOptions) {
     this.opts = options;
@@ -431,12 +434,18 @@ export class DocumentParser {
     return this.fail('RS_XML_SYNTAX', message, p);
   }
 
-  private issue(code: ReadIssue['code'], message: string, p: number, element: string, node?: ExtensionElement): void {
+  private issue(
+    code: ReadIssue['code'],
+    message: string,
+    p: number | { line: number; column: number },
+    element: string,
+    node?: ExtensionElement,
+  ): void {
     if (this.issues.length >= MAX_ISSUES) {
       this.issueOverflow++;
       return;
     }
-    const { line, column } = this.position(p);
+    const { line, column } = typeof p === 'number' ? this.position(p) : p;
     const issue: { -readonly [K in keyof ReadIssue]: ReadIssue[K] } = { code, message, line, column, element };
     if (this.entry !== undefined) issue.entry = this.entryCount;
     if (node !== undefined) issue.node = node;
@@ -633,6 +642,7 @@ export class DocumentParser {
       if (gt < 0 && nextLt < 0) return this.more(lt, 'an end tag');
       this.syntax("end tag not closed by '>'", lt);
     }
+    this.nextLt = nextLt; // the scanner's next '<': no second search
     if (this.depth === 0) this.syntax(`end tag </${s.slice(lt + 2, gt).trim()}> without a start tag`, lt);
     const name = this.stackName[this.depth - 1]!;
     let i = lt + 2 + name.length;
@@ -1043,6 +1053,9 @@ export class DocumentParser {
     }
     if (parent === K_ROOT) {
       this.unitStart = this.base + lt;
+      const at = this.position(lt);
+      this.unitLine = at.line;
+      this.unitColumn = at.column;
       const code = q.code;
       if (code === N_URL || code === N_SITEMAP) {
         if (!this.headerDone) this.finishHeader();
@@ -1050,7 +1063,7 @@ export class DocumentParser {
         this.seen = 0;
         const entry: Entry = { element: code === N_URL ? 'url' : 'sitemap', loc: '', links: [] };
         this.entry = entry;
-        entry.line = this.position(lt).line;
+        entry.line = at.line;
         this.push(qname, K_ENTRY, undefined, scope, lt);
         return;
       }
@@ -1177,7 +1190,7 @@ export class DocumentParser {
         this.issue(
           'late-element',
           `<${name}> after the first entry: root-level elements must come before the entries`,
-          p,
+          { line: this.unitLine, column: this.unitColumn },
           name,
           el,
         );

@@ -219,7 +219,8 @@ describe('text and values', () => {
 
   it('records late root-level elements and stray text as issues, not errors', async () => {
     const xml = doc(`<url><loc>http://e.com/a</loc>oops</url>
-      <rs:md capability="resourcelist"/><rs:ln rel="up" href="http://e.com/cap.xml"/>
+      <rs:md
+         capability="resourcelist"/><rs:ln rel="up" href="http://e.com/cap.xml"/>
       <url><loc>http://e.com/b<x/></loc></url>`);
     const d = await openDocument(enc(xml));
     assert.equal(d.header.md, undefined);
@@ -228,12 +229,12 @@ describe('text and values', () => {
     assert.equal(entries.length, 2);
     assert.equal(entries[1]?.loc, 'http://e.com/b');
     assert.deepStrictEqual(
-      d.issues.map((i) => [i.code, i.element, i.line]),
+      d.issues.map((i) => [i.code, i.element, i.line, i.column]),
       [
-        ['unexpected-text', 'url', 3],
-        ['late-element', 'rs:md', 4],
-        ['late-element', 'rs:ln', 4],
-        ['unexpected-child', 'loc', 5],
+        ['unexpected-text', 'url', 3, 31],
+        ['late-element', 'rs:md', 4, 7],
+        ['late-element', 'rs:ln', 5, 37],
+        ['unexpected-child', 'loc', 6, 31],
       ],
     );
     assert.equal(d.issues[1]?.node?.attributes[0]?.value, 'resourcelist');
