@@ -150,21 +150,29 @@ function httpError(url: string, e: unknown): ResourceSyncError {
 
 /**
  * The first chunk of a byte stream, and the whole stream again (the first chunk included) to read from.
- * Returning early from `rest` closes the source.
+ * Returning early from `rest` closes the source; call `close` when `rest` is not read at all.
  */
-export async function peekBytes(
-  source: AsyncIterable<Uint8Array>,
-): Promise<{ readonly head: Uint8Array | undefined; readonly rest: AsyncIterable<Uint8Array> }> {
+export async function peekBytes(source: AsyncIterable<Uint8Array>): Promise<{
+  readonly head: Uint8Array | undefined;
+  readonly rest: AsyncIterable<Uint8Array>;
+  close(): Promise<void>;
+}> {
   const it = source[Symbol.asyncIterator]();
   const first = await it.next();
+  let closed = false;
+  const close = async (): Promise<void> => {
+    if (closed) return;
+    closed = true;
+    await it.return?.();
+  };
   async function* rest(): AsyncGenerator<Uint8Array> {
     try {
       if (first.done === true) return;
       yield first.value;
       for (let r = await it.next(); r.done !== true; r = await it.next()) yield r.value;
     } finally {
-      await it.return?.();
+      await close();
     }
   }
-  return { head: first.done === true ? undefined : first.value, rest: rest() };
+  return { head: first.done === true ? undefined : first.value, rest: rest(), close };
 }

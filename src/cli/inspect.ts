@@ -79,16 +79,17 @@ export async function inspectInput(arg: string, options: InputOptions = {}): Pro
   const input = await openInput(arg, options);
   const cleanup: (() => Promise<void>)[] = [() => input.close()];
   try {
-    const { head, rest } = await peekBytes(input.bytes);
+    const peeked = await peekBytes(input.bytes);
+    const rest = peeked.rest;
     let stream: DocumentStream;
-    if (isZipHead(head)) {
+    if (isZipHead(peeked.head)) {
       // A dump package: summarise its manifest.xml.
       let file = input.path;
       if (file === undefined) {
         const spooled = await spoolToTempFile(rest);
         cleanup.push(() => spooled.remove());
         file = spooled.file;
-      } else await rest[Symbol.asyncIterator]().return?.();
+      } else await peeked.close();
       const pkg = await DumpPackage.open(file, { url: input.url ?? arg, removeOnClose: false });
       cleanup.unshift(() => pkg.close());
       stream = await pkg.openManifest();

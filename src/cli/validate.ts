@@ -94,9 +94,9 @@ export async function validateInput(
   };
   try {
     const url = input.url ?? arg;
-    const { head, rest } = await peekBytes(input.bytes);
-    if (isZipHead(head)) return { source: arg, result: await validateZip(input, rest, options, hooks) };
-    const stream = await openDocument(rest, { url });
+    const peeked = await peekBytes(input.bytes);
+    if (isZipHead(peeked.head)) return { source: arg, result: await validateZip(input, peeked, options, hooks) };
+    const stream = await openDocument(peeked.rest, { url });
     const extra = hooks.onHeader?.(stream.header, url) ?? [];
     const onEntry = hooks.onEntry;
     const entries = onEntry === undefined ? stream.entries : tap(stream.entries, onEntry);
@@ -120,7 +120,7 @@ export async function validateInput(
 /** A dump package: validated from its file, or from a temporary copy of what the URL or stdin gives. */
 async function validateZip(
   input: Input,
-  rest: AsyncIterable<Uint8Array>,
+  peeked: Awaited<ReturnType<typeof peekBytes>>,
   options: ValidateCommandOptions,
   hooks: ValidateHooks,
 ): Promise<ValidationResult> {
@@ -132,10 +132,10 @@ async function validateZip(
     ...(options.verify === undefined ? {} : { verify: options.verify }),
   };
   if (input.path !== undefined) {
-    await rest[Symbol.asyncIterator]().return?.();
+    await peeked.close();
     return validatePackage(input.path, input.source, packageOptions);
   }
-  const spooled = await spoolToTempFile(rest);
+  const spooled = await spoolToTempFile(peeked.rest);
   try {
     return await validatePackage(spooled.file, input.source, packageOptions);
   } finally {
