@@ -187,23 +187,39 @@ describe('HttpClient', () => {
   });
 
   it('does not time out a slow consumer (backpressure), and delivers every byte', async () => {
-    const total = 4 * 1024 * 1024;
+    const total = 32 * 1024 * 1024;
+    let written = 0;
     const s = await serve((_req, res) => {
       res.setHeader('content-length', String(total));
-      res.end(Buffer.alloc(total, 7));
+      const chunk = Buffer.alloc(64 * 1024, 7);
+      const pump = (): void => {
+        while (written < total) {
+          written += chunk.byteLength;
+          if (!res.write(chunk)) {
+            res.once('drain', pump);
+            return;
+          }
+        }
+        res.end();
+      };
+      pump();
     });
     const c = client({ bodyIdleTimeoutMs: 300 });
     const res = await c.get(`${s.url}/big`);
     let n = 0;
     let pauses = 0;
+    let writtenAfterFirstPause = -1;
     for await (const chunk of res.body) {
       n += chunk.byteLength;
       if (pauses < 3) {
         pauses++;
         await new Promise((resolve) => setTimeout(resolve, 700));
+        if (writtenAfterFirstPause < 0) writtenAfterFirstPause = written;
       }
     }
     assert.equal(n, total);
+    // The server was held back by the slow consumer (so the test did exercise backpressure).
+    assert.ok(writtenAfterFirstPause < total, 'the whole body was buffered before the consumer resumed');
   });
 
   it('fires the idle body timeout when a server stalls right after the headers', async () => {
