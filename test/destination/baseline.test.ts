@@ -214,6 +214,23 @@ describe('baseline', () => {
     assert.equal(s.counts.created, 3);
     assert.equal(s.failures[0]?.code, 'RS_AUTHORITY');
     assert.equal(s.complete, true);
+    // The same server under another name: refused, unless allowed.
+    const port = new URL(src.base).port;
+    const other = `http://localhost:${port}/res/r0.txt`;
+    src.set(
+      '/resourcelist-1.xml',
+      list.replace(
+        '</urlset>',
+        `<url><loc>${other}</loc><rs:md length="${resources[0]!.body.length}"/></url></urlset>`,
+      ),
+      'application/xml',
+    );
+    const refused = await dest().baseline();
+    assert.equal(refused.counts.refused, 1);
+    const allowed = await dest({ allowHosts: [`localhost:${port}`] }).baseline();
+    assert.equal(allowed.counts.refused, 0);
+    assert.equal(allowed.counts.created, 1);
+    assert.ok(readTree(dir).has(`localhost_${port}/res/r0.txt`));
   });
 
   it('fails clearly when the document is not ResourceSync at all', async () => {
