@@ -183,6 +183,28 @@ describe('text and values', () => {
     assert.deepStrictEqual(e.md, { type: `a"b'c<>`, length: 12 });
   });
 
+  it('accepts the less common but well-formed syntax', async () => {
+    const xml = `\ufeff<?xml version='1.0' encoding='utf-8' standalone='yes'?>
+<!-- a comment --><?pi data?>
+<urlset\txmlns="${SITEMAP_NS}"
+  xmlns:rs = '${RS_NS}' >
+  <url/>
+  <url ><loc >a</loc ><rs:md\n  type = "a>b" length='7'
+  /></url >
+</urlset ><!-- after -->\n`;
+    const d = await readDocument(enc(xml));
+    assert.deepStrictEqual(
+      d.entries.map((e) => [e.loc, e.md, e.line]),
+      [
+        ['', undefined, 5],
+        ['a', { type: 'a>b', length: 7 }, 6],
+      ],
+    );
+    const empty = await openDocument(enc(`<sitemapindex xmlns="${SITEMAP_NS}"/>`));
+    assert.equal(empty.header.kind, 'sitemap-index');
+    assert.equal((await empty.entries.next()).done, true);
+  });
+
   it('keeps unparseable numbers in invalid and writes them back', async () => {
     const xml = doc(
       '<url><loc>http://e.com/a</loc><rs:md length="abc"/><rs:ln rel="x" href="y" pri="-1" length="1.5"/></url>',
