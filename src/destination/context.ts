@@ -73,7 +73,8 @@ export function dryState(real: StateLike | undefined): StateLike {
  * - `batch` (default): files are renamed into place without fsync; before the transaction that records a batch
  *   of them commits, every file of the batch and its directory are fsynced (in parallel, so the file system
  *   can merge the journal commits). A record therefore never names a file that a power loss could take away.
- * - `file`: each file is fsynced (and its directory) as it is installed, before the next is written.
+ * - `file`: each file is fsynced before its rename; the directories of a batch are fsynced before the batch is
+ *   recorded.
  * - `none`: no fsync at all (tests and throwaway copies); a process crash loses nothing, a power loss may.
  */
 export type Durability = 'batch' | 'file' | 'none';
@@ -128,7 +129,7 @@ export class Recorder {
 
   private async commit(batch: Pending[]): Promise<void> {
     if (batch.length === 0) return;
-    if (this.options.durability === 'batch') {
+    if (this.options.durability !== 'none') {
       const files = new Set<string>();
       const dirs = new Set<string>();
       for (const p of batch) {
@@ -137,7 +138,8 @@ export class Recorder {
           dirs.add(dirname(p.file));
         }
       }
-      await forEachLimited([...files], 32, fsyncFile);
+      // `file` durability fsynced each file before its rename; the renames still need their directories.
+      if (this.options.durability === 'batch') await forEachLimited([...files], 32, fsyncFile);
       await forEachLimited([...dirs], 32, syncDir);
     }
     this.state.transaction(() => {
