@@ -251,21 +251,50 @@ export function createSourceServer(
       sendText(res, method, 200, body, false);
       return;
     }
-    const doc = await site.document(pathname);
-    if (doc !== undefined) {
-      await sendFile(req, res, method, doc, 'document', undefined);
-      return;
-    }
-    if (hasHiddenSegment(pathname)) {
+    const selected = await select(site, pathname, method, target);
+    if (selected === undefined) {
       sendText(res, method, 404, `Not Found: ${pathname}`);
       return;
     }
-    const resource = await site.resource(pathname);
-    if (resource === undefined) {
-      sendText(res, method, 404, `Not Found: ${pathname}`);
-      return;
+    const { file, kind, handle } = selected;
+    let capabilityList: string | undefined;
+    try {
+      capabilityList = kind === 'resource' ? site.capabilityListUrl(pathname) : undefined;
+    } catch (e) {
+      await handle.close();
+      throw e;
     }
-    await sendFile(req, res, method, resource, 'resource', site.capabilityListUrl(pathname));
+    await sendFile(req, res, method, file, kind, capabilityList, handle);
+  }
+
+  /**
+   * The document or resource for a pathname, opened. A generated file can be replaced by a newer generation
+   * (and a collection file deleted) between the lookup and the open: then the Source is asked once more.
+   */
+  async function select(
+    site: SourceSite,
+    pathname: string,
+    method: string,
+    target: string,
+  ): Promise<{ file: SiteFile; kind: 'document' | 'resource'; handle: FileHandle } | undefined> {
+    for (let attempt = 1; ; attempt++) {
+      let file = await site.document(pathname);
+      let kind: 'document' | 'resource' = 'document';
+      if (file === undefined) {
+        // Hidden segments are never resources (documents such as /.well-known/resourcesync were looked up first).
+        if (hasHiddenSegment(pathname)) return undefined;
+        file = await site.resource(pathname);
+        kind = 'resource';
+        if (file === undefined) return undefined;
+      }
+      try {
+        return { file, kind, handle: await open(file.path, 'r') };
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT' && attempt < 2) continue;
+        options.onError?.(new ResourceSyncError('RS_IO', `cannot open ${file.path}`, { cause: e }), { method, target });
+        return undefined;
+      }
+    }
   }
 
   async function sendFile(
@@ -275,19 +304,8 @@ export function createSourceServer(
     file: SiteFile,
     kind: 'document' | 'resource',
     capabilityList: string | undefined,
+    handle: FileHandle,
   ): Promise<void> {
-    let handle: FileHandle;
-    try {
-      handle = await open(file.path, 'r');
-    } catch (e) {
-      // Listed by the Source but gone from disk (deleted a moment ago): not found, and tell the operator.
-      options.onError?.(new ResourceSyncError('RS_IO', `cannot open ${file.path}`, { cause: e }), {
-        method,
-        target: req.url ?? '',
-      });
-      sendText(res, method, 404, `Not Found: ${req.url ?? ''}`);
-      return;
-    }
     try {
       const size = (await handle.stat()).size;
       if (size !== file.length) {

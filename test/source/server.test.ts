@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import { isResourceSyncError } from '../../src/core/errors.js';
-import { type DirectorySource, openDirectorySource } from '../../src/source/index.js';
+import { type DirectorySource, openDirectorySource, type SourceSite } from '../../src/source/index.js';
 import { openGzipCache } from '../../src/source/http/gzip-cache.js';
 import { createSourceServer, type RequestLogEntry, type SourceServer } from '../../src/source/server.js';
 import { fetchRaw, rawExchange, statusOf } from './server-helpers.js';
@@ -362,6 +362,32 @@ describe('errors', () => {
     assert.equal(errors.length, 1);
     await s.close();
     await rm(root2, { recursive: true, force: true });
+  });
+  it('a document replaced between lookup and open (a newer generation) is looked up again', async () => {
+    let calls = 0;
+    const errors: unknown[] = [];
+    // Fault injection around the real Source: the first lookup returns a file that no longer exists.
+    const racing: SourceSite = {
+      baseUrl: site.baseUrl,
+      sourceDescriptionUrl: site.sourceDescriptionUrl,
+      document: async (p) => {
+        const real = await site.document(p);
+        calls++;
+        return real && calls === 1 ? { ...real, path: join(root, 'gone-generation.xml') } : real;
+      },
+      resource: (p) => site.resource(p),
+      capabilityListUrl: (p) => site.capabilityListUrl(p),
+      robotsTxt: () => site.robotsTxt(),
+      onChange: (l) => site.onChange(l),
+      close: async () => {},
+    };
+    const s = createSourceServer(racing, { onError: (e) => errors.push(e) });
+    const p = (await s.listen(0)).port;
+    const r = await fetchRaw(p, '/.well-known/resourcesync');
+    assert.equal(r.status, 200);
+    assert.equal(calls, 2);
+    assert.deepEqual(errors, []);
+    await s.close();
   });
   it('a directory is not a resource', async () => {
     assert.equal((await fetchRaw(port, '/data')).status, 404);
