@@ -101,7 +101,10 @@ export interface HttpStats {
 }
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
-const RETRY_STATUSES = new Set([408, 429, 500, 502, 503, 504]);
+/** Statuses worth another try: timeouts, rate limits and server errors (not 501 Not Implemented, 505 Version). */
+function isRetryStatus(status: number): boolean {
+  return status === 408 || status === 429 || (status >= 500 && status <= 599 && status !== 501 && status !== 505);
+}
 const RETRY_ERRORS = new Set([
   'ECONNRESET',
   'ECONNREFUSED',
@@ -276,7 +279,7 @@ export class HttpClient {
         await discardBody(res.body);
         const err = new ResourceSyncError('RS_HTTP', `HTTP ${res.statusCode} for ${method}`, { url: current.href });
         statusOfError.set(err, res.statusCode);
-        if (RETRY_STATUSES.has(res.statusCode)) retriableErrors.add(err);
+        if (isRetryStatus(res.statusCode)) retriableErrors.add(err);
         throw this.#fail(err);
       }
       return this.#wrap(current.href, res, init, decompress);
@@ -304,7 +307,7 @@ export class HttpClient {
           headers,
           signal: init.signal,
         });
-        if (!RETRY_STATUSES.has(res.statusCode) || attempt >= this.#retries || init.accept?.includes(res.statusCode))
+        if (!isRetryStatus(res.statusCode) || attempt >= this.#retries || init.accept?.includes(res.statusCode))
           return res;
         retryAfter = parseRetryAfter(res.headers['retry-after'], Date.now());
         await discardBody(res.body);
