@@ -12,6 +12,7 @@ import { Destination, type DestinationOptions } from '../destination/destination
 import { type SyncEvent, type SyncSummary, hasChanges } from '../destination/events.js';
 import type { HttpClientOptions } from '../destination/http.js';
 import { EXIT } from './exit.js';
+import { runFollow } from './follow.js';
 import { type CommandOutput, processOutput } from './validate.js';
 
 /** Options of {@link runSync}, as parsed from the command line. */
@@ -250,6 +251,14 @@ export function register(program: Command): void {
     .option('--no-dumps', 'ignore Resource Dumps and Change Dumps')
     .option('--layout <layout>', 'local layout: host-path (default) or path')
     .option('--durability <mode>', 'batch (default: fsync files before recording them), file, or none')
+    .option(
+      '--follow',
+      'after syncing, stay in step through change notifications until Ctrl-C (WebSocket, or WebSub with --callback)',
+    )
+    .option(
+      '--callback <url>',
+      '--follow over WebSub: the callback URL the hub delivers to (this process listens on its port and path)',
+    )
     .addHelpText('after', SYNC_HELP)
     .action(async (url: string, dir: string, o: Record<string, unknown>) => {
       const modes = (['baseline', 'incremental', 'audit'] as const).filter((m) => o[m] === true);
@@ -307,6 +316,27 @@ export function register(program: Command): void {
       if (layout !== undefined) destination.layout = layout;
       if (durability !== undefined) destination.durability = durability as Durability;
       const json = o['json'] === true;
+      if (o['follow'] === true || typeof o['callback'] === 'string') {
+        if (modes.length > 0 || o['dryRun'] === true) {
+          process.stderr.write(
+            'resourcesync sync: --follow does not combine with --baseline, --incremental, --audit or --dry-run\n',
+          );
+          process.exitCode = EXIT.USAGE;
+          return;
+        }
+        const callback = o['callback'];
+        if (callback !== undefined && !/^https?:\/\/[^/]/i.test(String(callback))) {
+          process.stderr.write('resourcesync sync: --callback must be an absolute http(s) URL\n');
+          process.exitCode = EXIT.USAGE;
+          return;
+        }
+        process.exitCode = await runFollow(url, dir, {
+          destination,
+          json,
+          ...(typeof callback === 'string' ? { callback } : {}),
+        });
+        return;
+      }
       process.exitCode = await runSync(url, dir, {
         mode: modes[0] ?? 'auto',
         json,

@@ -259,7 +259,6 @@ export class ChannelServer {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#pingTimer);
-    for (const d of this.#detach) d();
     const closing: Promise<void>[] = [];
     for (const ch of this.#channels.values()) {
       for (const peer of ch.peers) {
@@ -268,6 +267,8 @@ export class ChannelServer {
       }
     }
     await Promise.all(closing);
+    // Detached last: until then, a client reconnecting at once gets 503, not the host server's 404.
+    for (const d of this.#detach) d();
     await new Promise<void>((resolve) => this.#wss.close(() => resolve()));
   }
 }
