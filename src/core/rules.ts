@@ -257,6 +257,12 @@ export const RULES = [
     '§11.1, §13.1',
     'a dump pointing to packages of different media types (should be one format)',
   ),
+  rule(
+    'package-not-zip',
+    'warning',
+    '§11.1, §13.1',
+    'a dump package whose type is not application/zip (ZIP is the recommended and specified format)',
+  ),
   // Values
   rule('hash-invalid', 'error', '§7', 'a hash item that is not algorithm:hexdigest, or an algorithm given twice'),
   rule(

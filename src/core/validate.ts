@@ -27,6 +27,7 @@ import {
   RELATIONS,
   RS_NS,
   SITEMAP_NS,
+  ZIP_MEDIA_TYPE,
 } from './constants.js';
 import { parseDatetime } from './datetime.js';
 import { ResourceSyncError } from './errors.js';
@@ -843,6 +844,13 @@ class Validator implements DocumentValidator {
         );
       if (m.type !== undefined) {
         const t = m.type.split(';')[0]?.trim().toLowerCase() ?? '';
+        if (t !== ZIP_MEDIA_TYPE && t !== 'application/x-zip-compressed' && isMediaType(m.type))
+          this.add(
+            'package-not-zip',
+            `a ${p.name} package of type ${quote(t)}: the standard packages in ZIP (${ZIP_MEDIA_TYPE})`,
+            place(base, 'rs:md', 'type'),
+            p.section,
+          );
         if (this.firstPackageType === undefined) this.firstPackageType = t.slice(0, 200);
         else if (t !== this.firstPackageType && !this.packageTypeMixed) {
           this.packageTypeMixed = true;

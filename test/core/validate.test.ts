@@ -377,6 +377,10 @@ const CASES: Record<string, Case> = {
     good: () =>
       doc('resource-dump', { at: T0 }, [UP], [url('http://e.com/p.zip', { type: 'application/zip', length: 0 })]),
   },
+  'package-not-zip': {
+    bad: () => changeDump([pkg(1, { from: T0, type: 'application/x-tar' })]),
+    good: () => changeDump([pkg(1, { from: T0, type: 'application/zip; x=1' })]),
+  },
   'package-type-mixed': {
     bad: () => changeDump([pkg(1, { from: T0 }), pkg(2, { from: T1, type: 'application/x-tar' })]),
     good: () => changeDump([pkg(1, { from: T0 }), pkg(2, { from: T1, type: 'Application/ZIP' })]),
