@@ -71,7 +71,15 @@ export function register(program: Command): void {
           watch: true,
           json: opts.json === true,
           log: opts.log === true,
+          describedBy: 'index.html',
           title: 'resourcesync demo: the bundled sample collection as a live ResourceSync Source',
+          hints: [
+            '',
+            'Try, in another terminal (in a checkout, "node dist/src/cli/main.js" for "resourcesync"):',
+            '  curl -i {url}.well-known/resourcesync',
+            '  resourcesync validate {url}.well-known/resourcesync',
+            '  resourcesync sync {url} ./mirror',
+          ],
         });
       } finally {
         if (opts.state === undefined) await rm(stateDir, { recursive: true, force: true });

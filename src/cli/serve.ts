@@ -32,6 +32,14 @@ export interface LiveSourceOptions {
   readonly log: boolean;
   /** Heading printed before the URLs (text mode). */
   readonly title?: string;
+  /**
+   * URL (absolute, or relative to the base URL) of a human-readable description of the Source, linked with
+   * `rel="describedby"` from the Source Description and, with the default single set, from its entry and
+   * Capability List (§8, §9).
+   */
+  readonly describedBy?: string;
+  /** Lines printed after the URLs (text mode); `{url}` is replaced by the listening URL. */
+  readonly hints?: readonly string[];
   /** Resolves when the server should stop; default: the first SIGINT or SIGTERM. */
   readonly until?: Promise<void>;
   /** Change notifications on WebSocket channels (default true; issue 5). */
@@ -60,6 +68,7 @@ interface ServeCliOptions {
   readonly rescan?: string;
   readonly json?: boolean;
   readonly log?: boolean;
+  readonly describedBy?: string;
   readonly notify: boolean;
   readonly hub?: boolean;
   readonly hubUrl?: string;
@@ -235,7 +244,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
   try {
     const host = o.host === '0.0.0.0' || o.host === '::' ? 'localhost' : address.host;
     const baseUrl = baseUrlGiven ?? `http://${host.includes(':') ? `[${host}]` : host}:${address.port}/`;
-    const options: DirectorySourceOptions = {
+    let options: DirectorySourceOptions = {
       dir,
       baseUrl,
       watch: false,
@@ -244,6 +253,14 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
       ...(o.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
       ...(o.rescanSeconds === undefined ? {} : { rescanIntervalMs: o.rescanSeconds * 1000 }),
     };
+    if (o.describedBy !== undefined) {
+      const describedBy = new URL(o.describedBy, baseUrl).href;
+      options = {
+        ...options,
+        describedBy,
+        ...(o.sets === undefined ? { sets: [{ name: 'default', describedBy }] } : {}),
+      };
+    }
     // Opening scans the tree against the stored inventory (the first scan of a new state is the baseline).
     site = await openDirectorySource(options);
     resolveSite(site);
@@ -292,6 +309,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
         ...channels.map((u) => `  Change channel      ${u}`),
         ...(hubUrl === undefined ? [] : [`  WebSub hub          ${hubUrl}`]),
         o.watch ? '  watching for changes; Ctrl-C to stop' : '  not watching (--no-watch); Ctrl-C to stop',
+        ...(o.hints ?? []).map((h) => h.replaceAll('{url}', address.url)),
       ];
       print({}, lines.join('\n'));
     }
@@ -328,6 +346,10 @@ export function register(program: Command): void {
     .option('--rescan <seconds>', 'periodic full rescan while watching, as a safety net')
     .option('--json', 'one JSON object per line on stdout (listening + URLs, requests with --log, warnings)')
     .option('--log', 'print one line per request')
+    .option(
+      '--described-by <url>',
+      'description of the Source (absolute, or relative to the base URL), rel="describedby"',
+    )
     .option('--no-notify', 'no change notifications (WebSocket channels /resourcesync/<set>/change-notification)')
     .option('--hub', 'also run a WebSub hub at <base>hub (subscriptions kept in the state directory)')
     .option('--hub-url <url>', 'publish change notifications to this external WebSub hub')
@@ -352,6 +374,7 @@ export function register(program: Command): void {
         hub: opts.hub === true,
         ...(opts.hubUrl === undefined ? {} : { hubUrl: checkHubUrl(opts.hubUrl) }),
         ...(opts.baseUrl === undefined ? {} : { baseUrl: opts.baseUrl }),
+        ...(opts.describedBy === undefined ? {} : { describedBy: opts.describedBy }),
         ...(opts.state === undefined ? {} : { stateDir: opts.state }),
         ...(opts.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
         ...(opts.rescan === undefined ? {} : { rescanSeconds: parseWholeNumber('rescan', opts.rescan, 1, 86_400) }),

@@ -202,6 +202,7 @@ describe('resourcesync demo', () => {
     const url = ev.url as string;
     const sd = await fetch(`${url}.well-known/resourcesync`);
     assert.equal(sd.status, 200);
+    assert.ok((await sd.text()).includes(`rel="describedby" href="${url}index.html"`));
     const page = await fetch(`${url}index.html`);
     assert.match(await page.text(), /<link rel="resourcesync" href="[^"]+"\/>/);
     const cafe = await fetch(`${url}docs/caf%C3%A9.txt`);
