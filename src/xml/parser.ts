@@ -46,9 +46,11 @@ export interface ReadIssue {
    * - `unexpected-text`: non-white-space text where only elements belong (in `<urlset>`, `<url>`, `rs:md`...).
    * - `unexpected-child`: an element inside `<loc>`, `<lastmod>`, `<changefreq>`, `<priority>`, `rs:md` or
    *   `rs:ln` (dropped).
+   * - `unexpected-attribute`: an attribute on `<url>`, `<sitemap>`, `<loc>`, `<lastmod>`, `<changefreq>` or
+   *   `<priority>` (the model has no place for it: dropped).
    * - `too-many-issues`: the reader stopped recording issues (see {@link MAX_ISSUES}).
    */
-  readonly code: 'late-element' | 'unexpected-text' | 'unexpected-child' | 'too-many-issues';
+  readonly code: 'late-element' | 'unexpected-text' | 'unexpected-child' | 'unexpected-attribute' | 'too-many-issues';
   readonly message: string;
   readonly line: number;
   readonly column: number;
@@ -1046,7 +1048,10 @@ export class DocumentParser {
       }
       if (kind === K_EXT) this.push(qname, K_EXT, this.newExt(q, lt), scope, lt);
       else {
-        if (kind !== K_MD && kind !== K_LN) this.field = '';
+        if (kind !== K_MD && kind !== K_LN) {
+          this.field = '';
+          if (this.ac > 0) this.dropAttributes(qname, lt);
+        }
         this.push(qname, kind, undefined, scope, lt);
       }
       return;
@@ -1064,6 +1069,7 @@ export class DocumentParser {
         const entry: Entry = { element: code === N_URL ? 'url' : 'sitemap', loc: '', links: [] };
         this.entry = entry;
         entry.line = at.line;
+        if (this.ac > 0) this.dropAttributes(qname, lt);
         this.push(qname, K_ENTRY, undefined, scope, lt);
         return;
       }
@@ -1092,6 +1098,16 @@ export class DocumentParser {
       this.issue('unexpected-child', `<${qname}> is not allowed inside <${container}> and is ignored`, lt, container);
     }
     this.push(qname, K_SKIP, undefined, scope, lt);
+  }
+
+  /** Attributes on an element whose model has no place for them (`<url>`, `<loc>` ...): an issue each. */
+  private dropAttributes(qname: string, lt: number): void {
+    for (let j = 0; j < this.ac; j++) {
+      const a = this.attrAt(j, lt);
+      if (a === undefined) continue;
+      const name = a.prefix === '' ? a.local : `${a.prefix}:${a.local}`;
+      this.issue('unexpected-attribute', `attribute ${name} on <${qname}> is not allowed and is dropped`, lt, qname);
+    }
   }
 
   private newExt(q: QName, lt: number): ExtensionElement {

@@ -243,12 +243,12 @@ describe('text and values', () => {
     const xml = doc(`<url><loc>http://e.com/a</loc>oops</url>
       <rs:md
          capability="resourcelist"/><rs:ln rel="up" href="http://e.com/cap.xml"/>
-      <url><loc>http://e.com/b<x/></loc></url>`);
+      <url><loc>http://e.com/b<x/></loc></url><url xmlns:q="http://q/" q:a="1"><loc b="2">c</loc></url>`);
     const d = await openDocument(enc(xml));
     assert.equal(d.header.md, undefined);
     const entries = [];
     for await (const e of d.entries) entries.push(e);
-    assert.equal(entries.length, 2);
+    assert.equal(entries.length, 3);
     assert.equal(entries[1]?.loc, 'http://e.com/b');
     assert.deepStrictEqual(
       d.issues.map((i) => [i.code, i.element, i.line, i.column]),
@@ -257,6 +257,8 @@ describe('text and values', () => {
         ['late-element', 'rs:md', 4, 7],
         ['late-element', 'rs:ln', 5, 37],
         ['unexpected-child', 'loc', 6, 31],
+        ['unexpected-attribute', 'url', 6, 47],
+        ['unexpected-attribute', 'loc', 6, 80],
       ],
     );
     assert.equal(d.issues[1]?.node?.attributes[0]?.value, 'resourcelist');
