@@ -1,0 +1,100 @@
+// Follower latency: `resourcesync serve` and N `resourcesync sync --follow` child processes on loopback; a file
+// is written into the served directory every `intervalMs`; latency is measured from the write to the moment the
+// new content is in every follower's copy (polled every 2 ms), so it includes the Source's change detection
+// (watcher debounce), the notification, and the follower's incremental run.
+//
+//   node --import tsx bench/notify-follow.ts [followers=2] [changes=40] [intervalMs=100]
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const followers = Number(process.argv[2] ?? 2);
+const changes = Number(process.argv[3] ?? 40);
+const intervalMs = Number(process.argv[4] ?? 100);
+
+function cli(args: string[]): { child: ChildProcess; lines: AsyncIterableIterator<string> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), ...args], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  return { child, lines: createInterface({ input: child.stdout! })[Symbol.asyncIterator]() };
+}
+async function waitLine(
+  l: AsyncIterableIterator<string>,
+  pred: (o: Record<string, unknown>) => boolean,
+): Promise<void> {
+  for (;;) {
+    const r = await l.next();
+    if (r.done === true) throw new Error('process ended');
+    try {
+      if (pred(JSON.parse(r.value) as Record<string, unknown>)) return;
+    } catch {
+      // not JSON
+    }
+  }
+}
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const p = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return p;
+}
+async function fileIn(dir: string, name: string): Promise<string | undefined> {
+  for (const e of await readdir(dir, { withFileTypes: true, recursive: true }).catch(() => [])) {
+    if (e.isFile() && e.name === name && !e.parentPath.includes('.resourcesync')) return join(e.parentPath, e.name);
+  }
+  return undefined;
+}
+function pct(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+const dir = await mkdtemp(join(tmpdir(), 'rs-bench-follow-'));
+const col = join(dir, 'col');
+await mkdir(col);
+await writeFile(join(col, 'f.txt'), 'v0');
+const port = await freePort();
+const serve = cli(['serve', col, '--port', String(port), '--json', '--state', join(dir, 'state')]);
+await waitLine(serve.lines, (o) => o.event === 'listening');
+const procs = Array.from({ length: followers }, (_, i) =>
+  cli(['sync', '--follow', `http://127.0.0.1:${port}/`, join(dir, `copy${i}`), '--json', '--durability', 'none']),
+);
+await Promise.all(procs.map((p) => waitLine(p.lines, (o) => o.event === 'connected')));
+const paths: string[] = [];
+for (let i = 0; i < followers; i++) {
+  let p: string | undefined;
+  while ((p = await fileIn(join(dir, `copy${i}`), 'f.txt')) === undefined) await new Promise((r) => setTimeout(r, 20));
+  paths.push(p);
+}
+const latencies: number[] = [];
+for (let n = 1; n <= changes; n++) {
+  const content = `v${n}`;
+  const t0 = performance.now();
+  await writeFile(join(col, 'f.txt'), content);
+  const pending = new Set(paths);
+  const deadline = t0 + 30_000;
+  while (pending.size > 0 && performance.now() < deadline) {
+    for (const p of [...pending]) {
+      if ((await readFile(p, 'utf8').catch(() => '')) === content) {
+        latencies.push(performance.now() - t0);
+        pending.delete(p);
+      }
+    }
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  if (pending.size > 0) console.log(`change ${n}: ${pending.size} follower(s) missed it within 30 s`);
+  const wait = intervalMs - (performance.now() - t0);
+  if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+}
+latencies.sort((a, b) => a - b);
+console.log(
+  `${followers} follower(s), ${changes} changes: latency from file write to follower copy  p50 ${pct(latencies, 50).toFixed(1)} ms  p99 ${pct(latencies, 99).toFixed(1)} ms  max ${latencies.at(-1)!.toFixed(1)} ms`,
+);
+for (const p of [...procs, serve]) p.child.kill('SIGTERM');
+await new Promise((r) => setTimeout(r, 500));
+await rm(dir, { recursive: true, force: true });
