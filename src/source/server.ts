@@ -222,8 +222,13 @@ export function createSourceServer(
       await route(req, res, method, target);
     } catch (e) {
       options.onError?.(e, { method, target });
-      if (!res.headersSent) sendText(res, method, 500, 'Internal Server Error');
-      else res.destroy();
+      if (!res.headersSent) {
+        // Drop what was set for the response that failed (ETag, Link, ...).
+        for (const h of res.getHeaderNames()) res.removeHeader(h);
+        if (closing) res.setHeader('Connection', 'close');
+        res.setHeader('X-Content-Type-Options', 'nosniff');
+        sendText(res, method, 500, 'Internal Server Error');
+      } else res.destroy();
     }
   }
 
