@@ -630,7 +630,9 @@ export class DocumentParser {
         : declared === 'utf-16' || declared === enc;
     if (!ok)
       this.syntax(
-        `unsupported encoding "${m[3]}": documents must be UTF-8 (Sitemap protocol), or UTF-16 with a byte order mark`,
+        enc === 'utf-8'
+          ? `unsupported encoding "${m[3]}": documents must be UTF-8 (Sitemap protocol), or UTF-16 with a byte order mark`
+          : `the document declares encoding "${m[3]}" but starts with a UTF-16 byte order mark`,
         at,
       );
   }
