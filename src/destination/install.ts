@@ -18,7 +18,7 @@ import type { Entry } from '../core/model.js';
 import { createMultiHasher } from '../io/hashing.js';
 import { syncDir } from '../io/atomic.js';
 import { type HttpClient, isRetriable, retryWhole } from './http.js';
-import { ensureParentDirectory } from './paths.js';
+import { ensureParentDirectory, forgetVerifiedDirectories } from './paths.js';
 
 /** What the Source declares about a resource: checked after the download. */
 export interface Expected {
@@ -119,8 +119,17 @@ export async function installFromStream(
   options: InstallOptions & { readonly url?: string } = {},
 ): Promise<InstallResult> {
   const dir = dirname(target);
-  if (options.root !== undefined) await ensureParentDirectory(options.root, target);
-  else await mkdirp(dir);
+  const prepareDir = async (): Promise<void> => {
+    if (options.root !== undefined) await ensureParentDirectory(options.root, target);
+    else await mkdirp(dir);
+  };
+  /** The directory was removed since it was verified (e.g. emptied by a deletion): verify and create it again. */
+  const forgetDir = async (): Promise<void> => {
+    if (options.root !== undefined) forgetVerifiedDirectories(options.root);
+    knownDirs.delete(dir);
+    await prepareDir();
+  };
+  await prepareDir();
   const tmp = installTempPath(target);
   const hasher = createMultiHasher(algorithmsFor(expected));
   const limit = options.skipVerify === true ? undefined : expected.length;
@@ -155,7 +164,13 @@ export async function installFromStream(
       const result: InstallResult = { length: hasher.length, hashes: hasher.digest() };
       if (options.skipVerify !== true) verify(expected, result, options.url);
       try {
-        fd = openSync(tmp, 'wx', 0o644);
+        try {
+          fd = openSync(tmp, 'wx', 0o644);
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+          await forgetDir();
+          fd = openSync(tmp, 'wx', 0o644);
+        }
         created = true;
         for (const b of buffered) writeAllSync(fd, b);
         if (fsync) await fsyncAsync(fd);
@@ -169,7 +184,11 @@ export async function installFromStream(
       return result;
     }
     try {
-      fh = await open(tmp, 'wx', 0o644);
+      fh = await open(tmp, 'wx', 0o644).catch(async (e: unknown) => {
+        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+        await forgetDir();
+        return open(tmp, 'wx', 0o644);
+      });
       created = true;
     } catch (e) {
       throw ioError(`cannot create ${tmp}`, e);

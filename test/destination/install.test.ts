@@ -113,6 +113,18 @@ describe('installFromStream', () => {
     assert.deepEqual(await readdir(join(base, 'outside')), []);
   });
 
+  it('recreates a parent directory removed after it was verified', async () => {
+    const root = await tempDir();
+    await installFromStream(chunks('one'), join(root, 'h', 'd', 'a'), {}, { root });
+    await rm(join(root, 'h', 'd'), { recursive: true });
+    await installFromStream(chunks('two'), join(root, 'h', 'd', 'b'), {}, { root });
+    assert.equal(await readFile(join(root, 'h', 'd', 'b'), 'utf8'), 'two');
+    const big = 'x'.repeat(100_000);
+    await rm(join(root, 'h', 'd'), { recursive: true });
+    await installFromStream(chunks(big), join(root, 'h', 'd', 'c'), {}, { root });
+    assert.equal((await readFile(join(root, 'h', 'd', 'c'), 'utf8')).length, big.length);
+  });
+
   it('names temporary files so audits can skip them', () => {
     assert.ok(isInstallTempName('.a.txt.0123456789ab.tmp'));
     assert.ok(!isInstallTempName('a.txt'));
