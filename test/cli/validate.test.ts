@@ -280,21 +280,18 @@ function run(args: string[], stdin?: string): Promise<{ code: number; stdout: st
 }
 
 describe('resourcesync executable', () => {
-  it('validate: exit 0 / 1 / 2, and --help explains them', async () => {
-    const [ok, bad, usage, help, stdin] = await Promise.all([
-      run(['validate', fixture('example-13.xml')]),
+  it('validate: exit 0 / 1 / 2, and the help explains them', async () => {
+    // Three processes only (each one starts Node): stdin (exit 0), an invalid file (1), a usage error (2).
+    const [stdin, bad, usage] = await Promise.all([
+      run(['validate', '-'], VALID_CHANGE_LIST),
       run(['validate', fixture('example-01.xml'), fixture('example-14.xml')]),
       run(['validate', '--expect', 'nonsense', fixture('example-14.xml')]),
-      run(['validate', '--help']),
-      run(['validate', '-'], VALID_CHANGE_LIST),
     ]);
     assert.equal(stdin.code, 0, stdin.stderr);
     assert.match(stdin.stdout, /^-: change-list, 1 entry: 0 errors, 0 warnings\n$/);
-    assert.equal(ok.code, 0, ok.stderr);
     assert.equal(bad.code, 1, bad.stderr);
     assert.match(bad.stdout, /example-01\.xml: error up-missing/);
     assert.equal(usage.code, 2);
-    assert.equal(help.code, 0);
-    assert.match(help.stdout, /Exit codes:\n +0 +every document is valid/);
+    assert.match(usage.stderr, /Exit codes:\n +0 +every document is valid/);
   });
 });
