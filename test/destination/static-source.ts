@@ -414,21 +414,21 @@ export function localPathOf(src: StaticSource, path: string): string {
   return `${u.hostname}_${u.port}${path}`;
 }
 
-/** The repository root (works from test/ under tsx and from dist/test/ after tsc). */
+/** The repository root (works from test/ under tsx and from dist/test/ after tsc), else the working directory. */
 export function repoRoot(): string {
   let d = dirname(fileURLToPath(import.meta.url));
   while (!existsSync(join(d, 'package.json'))) {
     const up = dirname(d);
-    if (up === d) throw new Error('no package.json above the test');
+    if (up === d) return process.cwd(); // compiled elsewhere: the working directory will do
     d = up;
   }
   return d;
 }
 
-/** argv to run the CLI in a child: from source under tsx, or compiled. */
+/** argv to run the CLI in a child: from source under tsx, or compiled (the CLI sits at ../../src/cli/ from here). */
 export function cliCommand(): { cmd: string; args: string[] } {
-  const root = repoRoot();
-  const fromSource = fileURLToPath(import.meta.url).endsWith('.ts');
-  if (fromSource) return { cmd: process.execPath, args: ['--import', 'tsx', join(root, 'src/cli/main.ts')] };
-  return { cmd: process.execPath, args: [join(root, 'dist/src/cli/main.js')] };
+  const here = fileURLToPath(import.meta.url);
+  const fromSource = here.endsWith('.ts');
+  const main = join(dirname(here), '..', '..', 'src', 'cli', fromSource ? 'main.ts' : 'main.js');
+  return { cmd: process.execPath, args: fromSource ? ['--import', 'tsx', main] : [main] };
 }
