@@ -317,7 +317,15 @@ export function createValidator(header: DocumentHeader, options: ValidateOptions
   return new Validator(header, options);
 }
 
-/** Validates a whole document held in memory. */
+/**
+ * Validates a whole document held in memory.
+ *
+ * @example
+ * ```ts
+ * const result = validateDocument(await readDocument(bytes), { expectedKind: 'resource-list' });
+ * if (!result.valid) for (const i of result.issues) console.error(i.code, i.message, i.section);
+ * ```
+ */
 export function validateDocument(doc: ResourceSyncDocument, options: ValidateOptions = {}): ValidationResult {
   const v = createValidator(doc, options);
   for (let i = 0; i < doc.entries.length; i++) v.entry(doc.entries[i] as Entry, i);
