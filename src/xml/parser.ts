@@ -687,6 +687,7 @@ export class DocumentParser {
 
     // Attributes.
     let ac = 0;
+    let nl = -1;
     let xmlns = false;
     let selfClose = false;
     const an = this.an;
@@ -762,8 +763,13 @@ export class DocumentParser {
       if (nextLt >= 0 && nextLt < v1)
         this.syntax(`'<' is not allowed in an attribute value (attribute ${aname})`, nextLt);
       let value = s.slice(v0, v1);
+      // The next LF at or after the value: one search serves every attribute of the tag.
+      if (nl < v0) {
+        nl = s.indexOf('\n', v0);
+        if (nl < 0) nl = n;
+      }
       if (
-        value.indexOf('\n') >= 0 ||
+        nl < v1 ||
         (this.hasAmp && value.indexOf('&') >= 0) ||
         (this.hasCR && value.indexOf('\r') >= 0) ||
         (this.hasTab && value.indexOf('\t') >= 0)
