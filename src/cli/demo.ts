@@ -72,6 +72,7 @@ export function register(program: Command): void {
           json: opts.json === true,
           log: opts.log === true,
           describedBy: 'index.html',
+          directoryIndex: 'index.html',
           title: 'resourcesync demo: the bundled sample collection as a live ResourceSync Source',
           hints: [
             '',

@@ -38,6 +38,8 @@ export interface LiveSourceOptions {
    * Capability List (§8, §9).
    */
   readonly describedBy?: string;
+  /** File served for paths ending in `/` (e.g. `index.html`). */
+  readonly directoryIndex?: string;
   /** Lines printed after the URLs (text mode); `{url}` is replaced by the listening URL. */
   readonly hints?: readonly string[];
   /** Resolves when the server should stop; default: the first SIGINT or SIGTERM. */
@@ -69,6 +71,7 @@ interface ServeCliOptions {
   readonly json?: boolean;
   readonly log?: boolean;
   readonly describedBy?: string;
+  readonly index?: string;
   readonly notify: boolean;
   readonly hub?: boolean;
   readonly hubUrl?: string;
@@ -220,6 +223,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
   };
   const server = createSourceServer(sitePromise, {
     htmlLinks: o.htmlLinks,
+    ...(o.directoryIndex === undefined ? {} : { directoryIndex: o.directoryIndex }),
     gzipCache,
     ...(o.log
       ? {
@@ -346,6 +350,7 @@ export function register(program: Command): void {
     .option('--rescan <seconds>', 'periodic full rescan while watching, as a safety net')
     .option('--json', 'one JSON object per line on stdout (listening + URLs, requests with --log, warnings)')
     .option('--log', 'print one line per request')
+    .option('--index <name>', 'file served for paths ending in / (e.g. index.html)')
     .option(
       '--described-by <url>',
       'description of the Source (absolute, or relative to the base URL), rel="describedby"',
@@ -375,6 +380,7 @@ export function register(program: Command): void {
         ...(opts.hubUrl === undefined ? {} : { hubUrl: checkHubUrl(opts.hubUrl) }),
         ...(opts.baseUrl === undefined ? {} : { baseUrl: opts.baseUrl }),
         ...(opts.describedBy === undefined ? {} : { describedBy: opts.describedBy }),
+        ...(opts.index === undefined ? {} : { directoryIndex: opts.index }),
         ...(opts.state === undefined ? {} : { stateDir: opts.state }),
         ...(opts.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
         ...(opts.rescan === undefined ? {} : { rescanSeconds: parseWholeNumber('rescan', opts.rescan, 1, 86_400) }),

@@ -59,6 +59,11 @@ import type { SiteFile, SourceSite } from './index.js';
 export interface SourceServerOptions {
   /** Inject `<link rel="resourcesync" href="<capability list>"/>` into the head of HTML resources. Default false. */
   readonly htmlLinks?: boolean;
+  /**
+   * File name served for a path ending in `/` (e.g. `index.html`: `/docs/` serves the resource
+   * `/docs/index.html`). Default none: such paths are 404.
+   */
+  readonly directoryIndex?: string;
   /** `Cache-Control: public, max-age=N` on resources. Default 60; 0 gives `no-cache`. */
   readonly resourceMaxAgeSeconds?: number;
   /** Time to receive the request headers. Default 10 s. */
@@ -264,12 +269,19 @@ export function createSourceServer(
     const { file, kind, handle } = selected;
     let capabilityList: string | undefined;
     try {
-      capabilityList = kind === 'resource' ? site.capabilityListUrl(pathname) : undefined;
+      capabilityList = kind === 'resource' ? site.capabilityListUrl(resourcePathOf(pathname)) : undefined;
     } catch (e) {
       await handle.close();
       throw e;
     }
     await sendFile(req, res, method, file, kind, capabilityList, handle);
+  }
+
+  /** The resource a pathname names: with `directoryIndex`, `/dir/` names `/dir/<index>`. */
+  function resourcePathOf(pathname: string): string {
+    return options.directoryIndex !== undefined && pathname.endsWith('/')
+      ? `${pathname}${encodeURIComponent(options.directoryIndex)}`
+      : pathname;
   }
 
   /**
@@ -288,7 +300,7 @@ export function createSourceServer(
       if (file === undefined) {
         // Hidden segments are never resources (documents such as /.well-known/resourcesync were looked up first).
         if (hasHiddenSegment(pathname)) return undefined;
-        file = await site.resource(pathname);
+        file = await site.resource(resourcePathOf(pathname));
         kind = 'resource';
         if (file === undefined) return undefined;
       }
@@ -324,7 +336,8 @@ export function createSourceServer(
       let etag = file.etag;
       const alsoMatches: string[] = [];
       if (kind === 'resource' && capabilityList !== undefined) {
-        res.setHeader('Link', `<${capabilityList}>; rel="resourcesync"`);
+        // Appended: a request handler mounted before this one (notifications) may have set Link values too.
+        res.appendHeader('Link', `<${capabilityList}>; rel="resourcesync"`);
         if (options.htmlLinks === true && isHtml(file.contentType)) {
           const prefixLength = Math.min(HTML_PREFIX_BYTES, file.length);
           const prefix = Buffer.alloc(prefixLength);

@@ -203,6 +203,9 @@ describe('resourcesync demo', () => {
     const sd = await fetch(`${url}.well-known/resourcesync`);
     assert.equal(sd.status, 200);
     assert.ok((await sd.text()).includes(`rel="describedby" href="${url}index.html"`));
+    const root = await fetch(url);
+    assert.equal(root.status, 200, 'the directory index of the sample');
+    assert.match(root.headers.get('content-type') ?? '', /^text\/html/);
     const page = await fetch(`${url}index.html`);
     assert.match(await page.text(), /<link rel="resourcesync" href="[^"]+"\/>/);
     const cafe = await fetch(`${url}docs/caf%C3%A9.txt`);

@@ -28,6 +28,7 @@ const files: Record<string, string | Buffer> = {
   '100% done.txt': 'percent\n',
   'what?.txt': 'question mark\n',
   'café/naïve 日本.txt': 'non-ascii\n',
+  'café/index.html': '<html><head></head><body>index</body></html>\n',
   'data/records.xml': '<?xml version="1.0"?><records><r/></records>\n',
   'empty.txt': '',
   '%2e%2e/literal.txt': 'a folder literally named %2e%2e\n',
@@ -472,6 +473,18 @@ describe('HTML discovery links', () => {
     assert.equal(part.body.toString(), Buffer.from(expected).subarray(20, 81).toString());
     const head = await fetchRaw(lport, '/page.html', { method: 'HEAD' });
     assert.equal(head.headers['content-length'], r.headers['content-length']);
+  });
+  it('directoryIndex: /dir/ serves /dir/index.html (with the link); without it, 404', async () => {
+    const indexed = createSourceServer(site, { htmlLinks: true, directoryIndex: 'index.html' });
+    const p = (await indexed.listen(0)).port;
+    const r = await fetchRaw(p, '/caf%C3%A9/');
+    assert.equal(r.status, 200);
+    assert.match(r.body.toString(), /<head><link rel="resourcesync"/);
+    assert.equal(r.headers.link, `<${site.capabilityListUrl('/caf%C3%A9/index.html')}>; rel="resourcesync"`);
+    assert.equal((await fetchRaw(p, '/data/')).status, 404, 'no index.html there');
+    assert.equal((await fetchRaw(p, '/.git/')).status, 404);
+    assert.equal((await fetchRaw(port, '/caf%C3%A9/')).status, 404);
+    await indexed.close();
   });
   it('leaves HTML without a head, and other types, unchanged', async () => {
     const r = await fetchRaw(lport, '/fragment.html');
