@@ -1,14 +1,16 @@
 // The Source server over real HTTP (loopback, port 0) against a real DirectorySource on a temp dir.
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { Agent, get as httpGet, request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { gunzipSync } from 'node:zlib';
+import fc from 'fast-check';
 import { isResourceSyncError } from '../../src/core/errors.js';
 import { type DirectorySource, openDirectorySource, type SourceSite } from '../../src/source/index.js';
 import { openGzipCache } from '../../src/source/http/gzip-cache.js';
+import { checkRequestTarget } from '../../src/source/http/request-target.js';
 import { createSourceServer, type RequestLogEntry, type SourceServer } from '../../src/source/server.js';
 import { fetchRaw, rawExchange, statusOf } from './server-helpers.js';
 
@@ -440,6 +442,59 @@ describe('nothing outside the collection is served', () => {
       assert.ok(status === 400 || status === 404, `${JSON.stringify(target)} -> ${raw.slice(0, 60)}`);
       assert.ok(!raw.includes(SECRET));
     }
+  });
+  it('property: whatever the path, a served file is inside the collection and not hidden', async () => {
+    const atoms = [
+      '..',
+      '.',
+      '%2e',
+      '%2E',
+      '%2f',
+      '%2F',
+      '%5c',
+      '\\',
+      '/',
+      '%00',
+      '%25',
+      '%252e',
+      'a b',
+      'a%20b',
+      'c%23d.txt',
+      'data',
+      'sub',
+      '.env',
+      '%2eenv',
+      '.git',
+      'config',
+      'hello.txt',
+      'escape.txt',
+      'outdir',
+      'file.txt',
+      'gitdir',
+      'datalink',
+      'records.xml',
+      'alias-to-hidden.txt',
+      'secret.txt',
+      '%2e%2e',
+      '',
+    ];
+    const realRoot = await realpath(dir);
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.constantFrom(...atoms), { minLength: 1, maxLength: 6 }), async (parts) => {
+        const path = `/${parts.join('/')}`;
+        const served = await site.resource(path);
+        if (!path.includes(' ')) {
+          const r = await fetchRaw(port, path);
+          assert.ok(!r.body.includes(SECRET), path);
+          if (r.status === 200) assert.ok(served !== undefined && checkRequestTarget(path).ok, path);
+        }
+        if (served === undefined) return;
+        const rel = relative(realRoot, served.path);
+        assert.ok(!rel.startsWith('..') && !rel.startsWith('/'), `${path} -> ${served.path}`);
+        assert.ok(!rel.split('/').some((seg) => seg.startsWith('.')), `${path} -> ${served.path}`);
+      }),
+      { numRuns: 400 },
+    );
   });
   it('the engine itself refuses them too (site.resource)', async () => {
     for (const path of attempts) {
