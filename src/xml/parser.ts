@@ -129,9 +129,18 @@ interface QName {
 /** Namespace bindings in effect, with a cache of element names resolved under them. */
 class Scope {
   readonly names = new Map<string, QName>();
-  /** Direct-mapped cache by {@link nameSlot}: a hit costs one `startsWith` and no string allocation. */
+  /** Direct-mapped cache by {@link nameSlot}: a hit costs a few character compares and no allocation. */
   readonly slots: (QName | undefined)[] = new Array<QName | undefined>(64).fill(undefined);
   constructor(readonly bindings: Map<string, string>) {}
+}
+
+/**
+ * True when `s` has `word` at `pos` (the caller has checked that it fits). For the short names compared here a
+ * loop the compiler inlines beats a `startsWith` call.
+ */
+function matchAt(s: string, pos: number, word: string): boolean {
+  for (let k = 0; k < word.length; k++) if (s.charCodeAt(pos + k) !== word.charCodeAt(k)) return false;
+  return true;
 }
 
 /** Slot of a name in a 64-entry cache, from its length and first and last characters. */
@@ -650,7 +659,7 @@ export class DocumentParser {
     if (this.depth === 0) this.syntax(`end tag </${s.slice(lt + 2, gt).trim()}> without a start tag`, lt);
     const name = this.stackName[this.depth - 1]!;
     let i = lt + 2 + name.length;
-    if (!s.startsWith(name, lt + 2) || i > gt) this.mismatch(lt, gt, name);
+    if (i > gt || !matchAt(s, lt + 2, name)) this.mismatch(lt, gt, name);
     while (i < gt && isXmlSpace(s.charCodeAt(i))) i++;
     if (i !== gt) this.mismatch(lt, gt, name);
     this.close(lt);
@@ -733,7 +742,7 @@ export class DocumentParser {
       // Known attribute names come from a table (interned strings, no allocation); others are sliced.
       const known = acol < 0 ? ATTR_SLOTS[nameSlot(alen, ac0, s.charCodeAt(i - 1))] : undefined;
       let aname: string;
-      if (known !== undefined && known.length === alen && s.startsWith(known, a0)) aname = known;
+      if (known !== undefined && known.length === alen && matchAt(s, a0, known)) aname = known;
       else {
         if (ac0 < 65 ? true : ac0 > 122 ? ac0 < 0xc0 : ac0 > 90 && ac0 < 97 && ac0 !== 95)
           this.syntax(`invalid attribute name starting with '${String.fromCharCode(ac0)}'`, a0);
@@ -824,7 +833,7 @@ export class DocumentParser {
     const scope = this.scope;
     const slot = nameSlot(len, s.charCodeAt(lt + 1), s.charCodeAt(end - 1));
     const hit = scope.slots[slot];
-    if (hit !== undefined && hit.qname.length === len && s.startsWith(hit.qname, lt + 1)) return hit;
+    if (hit !== undefined && hit.qname.length === len && matchAt(s, lt + 1, hit.qname)) return hit;
     const qname = s.slice(lt + 1, end);
     let q = scope.names.get(qname);
     if (q === undefined) {
