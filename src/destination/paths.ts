@@ -103,6 +103,8 @@ function percentEncode(ch: string): string {
   return out;
 }
 
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
 /** Tries to decode one character from `%XX` groups at `i` of `text`; returns it and the length consumed. */
 function decodeAt(text: string, i: number): [string, number] | undefined {
   if (!isHex(text[i + 1]) || !isHex(text[i + 2])) return undefined;
@@ -124,15 +126,22 @@ function decodeAt(text: string, i: number): [string, number] | undefined {
     if (text[at] !== '%' || !isHex(text[at + 1]) || !isHex(text[at + 2])) return undefined;
     bytes.push(Number.parseInt(text.slice(at + 1, at + 3), 16));
   }
+  // Canonical form only (upper-case hex, as WHATWG URL writes it), so that re-encoding gives the same text.
+  for (let k = 0; k < 3 * n; k++) {
+    const c = text.charCodeAt(i + k);
+    if (c >= 0x61 && c <= 0x66) return undefined;
+  }
   let ch: string;
-  try {
-    ch = new TextDecoder('utf-8', { fatal: true }).decode(Uint8Array.from(bytes));
-  } catch {
-    return undefined;
+  if (n === 1) ch = String.fromCharCode(lead);
+  else {
+    try {
+      ch = UTF8.decode(Uint8Array.from(bytes)); // fatal: refuses overlong and invalid sequences
+    } catch {
+      return undefined;
+    }
   }
   const cp = ch.codePointAt(0);
   if (cp === undefined || !isDecodable(cp)) return undefined;
-  if (percentEncode(ch) !== text.slice(i, i + 3 * n)) return undefined; // not canonical (e.g. lower-case hex)
   return [ch, 3 * n];
 }
 
@@ -172,21 +181,21 @@ function escapeUnit(unit: string): string {
   return unit.length === 1 && unit.charCodeAt(0) < 0x80 ? hex2(unit.charCodeAt(0)) : unit;
 }
 
+/** Names (lower-cased) whose first character must be escaped: reserved, special or colliding. */
+function isReservedName(lower: string): boolean {
+  if (lower.charCodeAt(0) === 0x2e /* . */)
+    return lower === '.' || lower === '..' || lower === STATE_DIR_NAME || lower.endsWith('.tmp');
+  if (lower === 'index') return true;
+  const dot = lower.indexOf('.');
+  const baseLength = dot < 0 ? lower.length : dot;
+  return baseLength >= 3 && baseLength <= 7 && WINDOWS_DEVICES.has(dot < 0 ? lower : lower.slice(0, dot));
+}
+
 /** Escapes the first unit of names that would be reserved, special or colliding. */
 function protectName(units: string[]): string {
   if (units.length === 0) return 'index';
-  const plain = units.join('');
-  const lower = plain.toLowerCase();
-  const base = lower.split('.')[0] ?? '';
-  if (
-    lower === 'index' ||
-    lower === '.' ||
-    lower === '..' ||
-    lower === STATE_DIR_NAME ||
-    WINDOWS_DEVICES.has(base) ||
-    (lower.startsWith('.') && lower.endsWith('.tmp'))
-  )
-    units[0] = escapeUnit(units[0] as string);
+  const lower = units.join('').toLowerCase();
+  if (isReservedName(lower)) units[0] = escapeUnit(units[0] as string);
   const last = units.length - 1;
   if (units[last] === '.' || units[last] === ' ') units[last] = escapeUnit(units[last] as string);
   return units.join('');
@@ -219,8 +228,17 @@ function boundName(name: string, text: string): string {
 /** The local name of one segment's URI text. */
 export function encodeSegment(text: string, foldCase = false): string {
   if (text === '') return 'index';
+  // Fast path: most segments need no escape at all.
+  if (text.length <= MAX_NAME_BYTES && (foldCase ? PLAIN_LOWER : PLAIN).test(text)) {
+    const lower = text.toLowerCase();
+    if (!isReservedName(lower) && !text.endsWith('.')) return text;
+  }
   return boundName(protectName(encodeUnits(text, foldCase)), text);
 }
+
+/** Segment texts that are their own local names (no escape, decode or case question). */
+const PLAIN = /^[A-Za-z0-9\-._~!$&'()+,;=@]+$/;
+const PLAIN_LOWER = /^[a-z0-9\-._~!$&'()+,;=@]+$/;
 
 /** The URI text of one local name, or undefined when the name is not one {@link encodeSegment} produces. */
 export function decodeSegment(name: string): string | undefined {
@@ -278,6 +296,7 @@ function effectivePort(u: URL): string {
  */
 export function createPathMapper(options: PathMapperOptions): PathMapper {
   const root = resolve(options.root);
+  const rootPrefix = root.endsWith(sep) ? root : root + sep;
   const source = parseUri(options.sourceUrl);
   const layout = options.layout ?? 'host-path';
   const foldCase = options.foldCase ?? (process.platform === 'darwin' || process.platform === 'win32');
@@ -304,7 +323,16 @@ export function createPathMapper(options: PathMapperOptions): PathMapper {
     return allowed.has(`${u.hostname}:${effectivePort(u)}`) || allowedHosts.has(u.hostname);
   }
 
+  const hostDirs = new Map<string, string>();
   function hostDir(u: URL): string {
+    let name = hostDirs.get(u.origin);
+    if (name !== undefined) return name;
+    name = computeHostDir(u);
+    if (hostDirs.size < 1000) hostDirs.set(u.origin, name);
+    return name;
+  }
+
+  function computeHostDir(u: URL): string {
     let name = protectName(encodeUnits(u.hostname, false, HOST_EXTRA));
     if (u.port !== '') name += `_${u.port}`;
     if (u.protocol !== source.protocol) name = `${u.protocol.slice(0, -1)}+${name}`;
@@ -364,8 +392,9 @@ export function createPathMapper(options: PathMapperOptions): PathMapper {
       for (const p of parts)
         if (p === '' || p === '.' || p === '..' || p.includes('/') || p.includes('\\') || p.includes('\0'))
           throw new ResourceSyncError('RS_UNSAFE_PATH', `unsafe path segment ${JSON.stringify(p)}`, { url: uri });
-      const local = resolve(root, ...parts);
-      if (!local.startsWith(root + sep))
+      // Every part was checked above (no separator, no dot segment): joining is resolving.
+      const local = rootPrefix + parts.join(sep);
+      if (!local.startsWith(rootPrefix) || local.length === rootPrefix.length)
         throw new ResourceSyncError('RS_UNSAFE_PATH', `path ${local} leaves ${root}`, { url: uri });
       if (layout === 'path' && parts[0] === STATE_DIR_NAME)
         throw new ResourceSyncError('RS_UNSAFE_PATH', 'path in the state directory', { url: uri });
