@@ -54,7 +54,9 @@ async function freePort(): Promise<number> {
 
 /** Finds a file by name anywhere under `dir` (the copy's layout puts resources under a host folder). */
 async function findFile(dir: string, name: string): Promise<string | undefined> {
-  for (const e of await readdir(dir, { withFileTypes: true, recursive: true })) {
+  // The follower creates and removes temporary files meanwhile: a vanished directory is not an error.
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true }).catch(() => []);
+  for (const e of entries) {
     if (e.isFile() && e.name === name && !e.parentPath.includes('.resourcesync')) return join(e.parentPath, e.name);
   }
   return undefined;
