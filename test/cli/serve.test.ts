@@ -23,8 +23,12 @@ interface Run {
   readonly exit: Promise<number | null>;
 }
 
+const children = new Set<ChildProcess>();
+
 function run(args: readonly string[]): Run {
   const child = spawn(process.execPath, [...NODE_ARGS, MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  child.on('exit', () => children.delete(child));
   let out = '';
   let err = '';
   child.stdout!.on('data', (c: Buffer) => {
@@ -73,6 +77,8 @@ before(async () => {
   await writeFile(join(root, 'c', 'sub', 'page.html'), '<html><head><title>p</title></head><body></body></html>\n');
 });
 after(async () => {
+  // A test that failed half-way must not leave a server running.
+  for (const child of children) child.kill('SIGKILL');
   await rm(root, { recursive: true, force: true });
 });
 
