@@ -183,17 +183,25 @@ export async function openDocument(source: ByteSource, options: ReadOptions = {}
     }
   };
 
-  /** Reads and parses one more chunk; false at the end of the document. */
-  const pull = async (): Promise<boolean> => {
-    if (signal?.aborted === true) throw new ResourceSyncError('RS_ABORTED', 'reading was aborted', where);
-    let r: IteratorResult<Uint8Array, void>;
+  const nextChunk = async (): Promise<IteratorResult<Uint8Array, void>> => {
     try {
-      r = await bytes.next();
+      return await bytes.next();
     } catch (e) {
       if ((e as Error).name === 'AbortError')
         throw new ResourceSyncError('RS_ABORTED', 'reading was aborted', { ...where, cause: e });
-      throw e;
+      if (e instanceof ResourceSyncError) throw e;
+      // A source that fails in its own way (a reset connection...): one error class for callers to handle.
+      throw new ResourceSyncError('RS_IO', `reading the document failed: ${(e as Error).message}`, {
+        ...where,
+        cause: e,
+      });
     }
+  };
+
+  /** Reads and parses one more chunk; false at the end of the document. */
+  const pull = async (): Promise<boolean> => {
+    if (signal?.aborted === true) throw new ResourceSyncError('RS_ABORTED', 'reading was aborted', where);
+    const r = await nextChunk();
     if (r.done === true) {
       ended = true;
       if (parser === undefined) throw new ResourceSyncError('RS_XML_SYNTAX', 'the document is empty', where);
@@ -204,7 +212,7 @@ export async function openDocument(source: ByteSource, options: ReadOptions = {}
     if (parser === undefined) {
       // Two bytes tell a UTF-16 byte order mark; gather them if the first chunk is a single byte.
       while (chunk.byteLength < 2) {
-        const more = await bytes.next();
+        const more = await nextChunk();
         if (more.done === true) break;
         chunk = Buffer.concat([chunk, more.value]);
       }

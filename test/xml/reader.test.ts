@@ -290,6 +290,16 @@ describe('streaming', () => {
     assert.ok(pulled < 5, 'did not read ahead');
   });
 
+  it('turns a failing source into RS_IO naming the URL, keeping the cause', async () => {
+    async function* failing(): AsyncGenerator<Uint8Array> {
+      yield enc(doc('<url><loc>http://e.com/a</loc></url>').slice(0, 150));
+      throw new Error('connection reset');
+    }
+    const e = await rejectsWith(() => readDocument(failing(), { url: 'http://e.com/list.xml' }), 'RS_IO');
+    assert.equal(e.url, 'http://e.com/list.xml');
+    assert.equal((e.cause as Error).message, 'connection reset');
+  });
+
   it('aborts with RS_ABORTED', async () => {
     const ac = new AbortController();
     const many = enc(doc(Array.from({ length: 2000 }, (_, i) => `<url><loc>http://e.com/${i}</loc></url>`).join('')));
