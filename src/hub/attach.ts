@@ -7,6 +7,8 @@
  * @module
  */
 import type { Server } from 'node:http';
+import type { ChangeType } from '../core/constants.js';
+import { fileSource, openDocument } from '../xml/index.js';
 import { mountRequestHandler, type SetChange, SourceNotifier } from '../notify/notifier.js';
 import type { ChannelServerOptions } from '../notify/websocket.js';
 import { createHub, type Hub, type HubOptions } from './hub.js';
@@ -19,7 +21,17 @@ export interface SourceNotificationsOptions {
   /** Anything with the `SourceSite.onChange` shape. */
   readonly site: {
     onChange(listener: (changes: readonly SetChange[]) => void): () => void;
+    /** When given, framework notifications tell which Change List was updated (see `framework`). */
+    document?(pathname: string): Promise<{ readonly path: string } | undefined>;
   };
+  /**
+   * Framework notifications (N-§5) on each set's framework channel and topic: after changes, the Change List
+   * that received them is announced as `updated` (`created` when a new one was opened), with its Change List Index as
+   * `rs:ln rel="index"`; at most one per set per `frameworkIntervalMs` (default 1,000 ms). Default on when
+   * `site.document` is given.
+   */
+  readonly framework?: boolean;
+  readonly frameworkIntervalMs?: number;
   /** WebSocket channels (default on). */
   readonly websocket?: boolean | ChannelServerOptions;
   /**
@@ -91,8 +103,12 @@ export function attachSourceNotifications(options: SourceNotificationsOptions): 
     if (link !== undefined) res.setHeader('link', link);
     return false;
   });
-  const stop = options.site.onChange((changes) => notifier.notifyChanges(changes));
   let closed = false;
+  const announce = createFrameworkAnnouncer(options, notifier, () => closed);
+  const stop = options.site.onChange((changes) => {
+    notifier.notifyChanges(changes);
+    if (announce !== undefined) for (const set of new Set(changes.map((c) => c.setName))) announce(set);
+  });
   return {
     notifier,
     hub,
@@ -101,10 +117,63 @@ export function attachSourceNotifications(options: SourceNotificationsOptions): 
       if (closed) return;
       closed = true;
       stop();
+      announce?.cancel();
       detachChannels();
       await notifier.close();
       await hub?.close();
       unmount();
     },
   };
+}
+
+/**
+ * Throttled framework notifications about the Change List of a set: reads the set's `changelist.xml` (an index
+ * or a single Change List) from the Source to name the document that changed (never the index, N-§5).
+ */
+function createFrameworkAnnouncer(
+  options: SourceNotificationsOptions,
+  notifier: SourceNotifier,
+  isClosed: () => boolean,
+): (((setName: string) => void) & { cancel(): void }) | undefined {
+  const site = options.site;
+  const document = site.document?.bind(site);
+  if (options.framework === false || document === undefined) return undefined;
+  const interval = options.frameworkIntervalMs ?? 1000;
+  const timers = new Map<string, NodeJS.Timeout>();
+  const lastPart = new Map<string, string>();
+  const announceNow = async (setName: string): Promise<void> => {
+    const urls = notifier.urls(setName);
+    const file = await document(new URL(urls.changeList).pathname);
+    if (file === undefined || isClosed()) return;
+    const doc = await openDocument(fileSource(file.path), { url: urls.changeList });
+    let last: string | undefined;
+    for await (const e of doc.entries) last = e.loc;
+    const isIndex = doc.header.root === 'sitemapindex';
+    const uri = isIndex ? last : urls.changeList;
+    if (uri === undefined || isClosed()) return;
+    // A part not seen at the previous announcement of the set is new; the first one seen is taken as updated.
+    const previous = lastPart.get(setName);
+    const change: ChangeType = previous === undefined || previous === uri ? 'updated' : 'created';
+    lastPart.set(setName, uri);
+    notifier.notifyFramework(setName, [
+      { uri, capability: 'changelist', change, ...(isIndex ? { indexUrl: urls.changeList } : {}) },
+    ]);
+  };
+  const announce = (setName: string): void => {
+    if (timers.has(setName) || isClosed()) return;
+    const timer = setTimeout(() => {
+      timers.delete(setName);
+      announceNow(setName).catch((e: unknown) => {
+        options.onError?.(`framework notification for set ${setName}: ${(e as Error).message}`, e);
+      });
+    }, interval);
+    timer.unref();
+    timers.set(setName, timer);
+  };
+  return Object.assign(announce, {
+    cancel: () => {
+      for (const t of timers.values()) clearTimeout(t);
+      timers.clear();
+    },
+  });
 }

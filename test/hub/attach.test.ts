@@ -43,6 +43,9 @@ describe('attachSourceNotifications with a live directory Source', () => {
       const hubUrl = wired.hubUrl;
       assert.equal(hubUrl, `${baseUrl}hub`);
       const urls = notifier.urls('default');
+      const fw = new ChannelClient({ url: urls.frameworkChannel });
+      const fwLog = new EventLog<NotificationEvent>();
+      const fwPump = drain(fw.events(), fwLog);
       const ws = new ChannelClient({ url: urls.changeChannel });
       const wsLog = new EventLog<NotificationEvent>();
       const wsPump = drain(ws.events(), wsLog);
@@ -78,6 +81,14 @@ describe('attachSourceNotifications with a live directory Source', () => {
           assert.equal(c.length, 5);
           assert.match(c.hash ?? '', /md5:[0-9a-f]{32}/);
         }
+        // A framework notification names the Change List that received the change, under its index.
+        const framework = await fwLog.waitFor((e) => e.type === 'notification', 10_000, 'framework notification');
+        assert.ok(framework.type === 'notification' && framework.notification.kind === 'framework-notification');
+        const fc = framework.notification.changes[0]!;
+        assert.equal(fc.capability, 'changelist');
+        assert.equal(fc.change, 'updated');
+        assert.notEqual(fc.uri, urls.changeList, 'never the index (N-section 5)');
+        assert.equal(fc.indexUrl, urls.changeList);
         // The advertised entries for the Capability List (what documents.ts would add).
         assert.deepEqual(
           notifier.capabilityListEntries('default').map((e) => [e.loc, e.md?.capability, e.links[0]?.rel]),
@@ -89,8 +100,10 @@ describe('attachSourceNotifications with a live directory Source', () => {
         assert.deepEqual(errors, []);
       } finally {
         await ws.close();
+        await fw.close();
         await sub?.close();
         await wsPump;
+        await fwPump;
         await subPump;
         await wired.close();
         await server.close();

@@ -22,7 +22,16 @@ describe('untrusted input', () => {
         fc.string({ maxLength: 12 }),
       );
       const value = fc.oneof(
-        fc.constantFrom('subscribe', 'unsubscribe', 'publish', TOPIC, 'http://127.0.0.1:9/x', 'javascript:alert(1)', '-1', '99999999999'),
+        fc.constantFrom(
+          'subscribe',
+          'unsubscribe',
+          'publish',
+          TOPIC,
+          'http://127.0.0.1:9/x',
+          'javascript:alert(1)',
+          '-1',
+          '99999999999',
+        ),
         fc.string({ maxLength: 40 }),
       );
       await fc.assert(
@@ -75,7 +84,10 @@ describe('untrusted input', () => {
         }),
         { numRuns: 150 },
       );
-      assert.equal(log.count((e) => e.type === 'notification'), 0);
+      assert.equal(
+        log.count((e) => e.type === 'notification'),
+        0,
+      );
       assert.equal(sub.stats.refused, 150);
     } finally {
       await sub.close();
