@@ -130,11 +130,18 @@ async function* gunzip(
   onEnd: () => void,
 ): AsyncGenerator<Uint8Array, void, undefined> {
   let raw = head.byteLength;
+  let sourceError: unknown;
   async function* compressed(): AsyncGenerator<Uint8Array, void, undefined> {
     yield head;
     for (;;) {
       signal?.throwIfAborted();
-      const r = await it.next();
+      let r: IteratorResult<Uint8Array>;
+      try {
+        r = await it.next();
+      } catch (e) {
+        sourceError = e;
+        throw e;
+      }
       if (r.done === true) {
         onEnd();
         return;
@@ -156,6 +163,7 @@ async function* gunzip(
       yield c as Uint8Array;
     }
   } catch (e) {
+    if (sourceError !== undefined) throw sourceError;
     if (e instanceof ResourceSyncError || (e as Error).name === 'AbortError') throw e;
     throw new ResourceSyncError('RS_XML_SYNTAX', `corrupt gzip data: ${(e as Error).message}`, {
       ...(url === undefined ? {} : { url }),

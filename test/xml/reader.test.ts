@@ -298,6 +298,16 @@ describe('streaming', () => {
     const e = await rejectsWith(() => readDocument(failing(), { url: 'http://e.com/list.xml' }), 'RS_IO');
     assert.equal(e.url, 'http://e.com/list.xml');
     assert.equal((e.cause as Error).message, 'connection reset');
+    // the same through gzip
+    const gz = gzipSync(
+      enc(doc(Array.from({ length: 500 }, (_, i) => `<url><loc>http://e.com/${i}</loc></url>`).join(''))),
+    );
+    async function* failingGzip(): AsyncGenerator<Uint8Array> {
+      yield gz.subarray(0, 100);
+      throw new Error('connection reset');
+    }
+    const g = await rejectsWith(() => readDocument(failingGzip()), 'RS_IO');
+    assert.equal((g.cause as Error).message, 'connection reset');
   });
 
   it('aborts with RS_ABORTED', async () => {
