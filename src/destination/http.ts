@@ -51,6 +51,8 @@ export interface HttpClientOptions {
   readonly maxDocumentBytes?: number;
   /** Keep-alive time of idle connections (default 10 s). */
   readonly keepAliveTimeoutMs?: number;
+  /** Default deadline of a whole request, body included (see {@link RequestInit.timeoutMs}; default none). */
+  readonly requestTimeoutMs?: number;
   /**
    * An HTTP proxy: its URL (`http://proxy:3128`; requests are tunnelled with CONNECT), or `'env'` to follow
    * `HTTP_PROXY` / `HTTPS_PROXY` / `NO_PROXY`. Default: no proxy.
@@ -68,6 +70,12 @@ export interface RequestInit {
   readonly maxBytes?: number | 'document';
   /** Ask for and decode `Content-Encoding` gzip/deflate/br (default true). */
   readonly decompress?: boolean;
+  /**
+   * Deadline of the whole request, body included (default: the client's `requestTimeoutMs`, none unless set):
+   * past it the request or the body iteration rejects with `RS_TIMEOUT`. Guards against a server trickling
+   * bytes just fast enough to beat the idle timeout.
+   */
+  readonly timeoutMs?: number;
 }
 
 /** A response whose body is being received. */
@@ -233,6 +241,35 @@ export class HttpClient {
   }
 
   async #request(method: 'GET' | 'HEAD', url: string, init: RequestInit): Promise<HttpResponse> {
+    const timeoutMs = init.timeoutMs ?? this.options.requestTimeoutMs;
+    if (timeoutMs === undefined) return this.#requestOnce(method, url, init, undefined);
+    // A deadline: our own controller, aborted by the timer or by the caller's signal.
+    const ctrl = new AbortController();
+    const reason = new ResourceSyncError('RS_TIMEOUT', `no complete response within ${timeoutMs} ms`, { url });
+    retriableErrors.add(reason);
+    const timer = setTimeout(() => ctrl.abort(reason), timeoutMs);
+    const outer = init.signal;
+    const forward = (): void => ctrl.abort(outer?.reason);
+    if (outer?.aborted === true) forward();
+    else outer?.addEventListener('abort', forward, { once: true });
+    const cleanup = (): void => {
+      clearTimeout(timer);
+      outer?.removeEventListener('abort', forward);
+    };
+    try {
+      return await this.#requestOnce(method, url, { ...init, signal: ctrl.signal }, cleanup);
+    } catch (e) {
+      cleanup();
+      throw e;
+    }
+  }
+
+  async #requestOnce(
+    method: 'GET' | 'HEAD',
+    url: string,
+    init: RequestInit,
+    onDone: (() => void) | undefined,
+  ): Promise<HttpResponse> {
     let current = parseHttpUrl(url);
     const decompress = init.decompress ?? true;
     // The shared default headers are used as they are unless this request adds some (or a redirect changes them).
@@ -282,7 +319,7 @@ export class HttpClient {
         if (isRetryStatus(res.statusCode)) retriableErrors.add(err);
         throw this.#fail(err);
       }
-      return this.#wrap(current.href, res, init, decompress);
+      return this.#wrap(current.href, res, init, decompress, onDone);
     }
   }
 
@@ -295,7 +332,9 @@ export class HttpClient {
   ): Promise<Dispatcher.ResponseData> {
     for (let attempt = 0; ; attempt++) {
       if (init.signal?.aborted === true) throw this.#fail(abortError(url.href, init.signal.reason));
-      await this.#politely(url.origin, init.signal);
+      await this.#politely(url.origin, init.signal).catch((e: unknown) => {
+        throw this.#fail(abortError(url.href, init.signal?.reason ?? e));
+      });
       this.stats.requests++;
       let retryAfter: number | undefined;
       let failure: ResourceSyncError;
@@ -320,7 +359,7 @@ export class HttpClient {
       const backoff = Math.min(this.#maxDelay, this.#baseDelay * 2 ** attempt) * (0.5 + Math.random() * 0.5);
       const delay = retryAfter === undefined ? backoff : Math.min(this.#maxDelay, Math.max(retryAfter, 0));
       await sleep(delay, init.signal).catch((e: unknown) => {
-        throw this.#fail(abortError(url.href, e));
+        throw this.#fail(abortError(url.href, init.signal?.reason ?? e));
       });
     }
   }
@@ -343,7 +382,13 @@ export class HttpClient {
     return e;
   }
 
-  #wrap(url: string, res: Dispatcher.ResponseData, init: RequestInit, decompress: boolean): HttpResponse {
+  #wrap(
+    url: string,
+    res: Dispatcher.ResponseData,
+    init: RequestInit,
+    decompress: boolean,
+    onDone: (() => void) | undefined,
+  ): HttpResponse {
     const maxBytes =
       init.maxBytes === 'document' ? this.#maxDocumentBytes : (init.maxBytes ?? Number.POSITIVE_INFINITY);
     const encoding = String(res.headers['content-encoding'] ?? '')
@@ -377,6 +422,7 @@ export class HttpClient {
       } finally {
         if (!raw.destroyed && !raw.readableEnded) raw.destroy();
         decoder?.destroy();
+        onDone?.();
       }
     }
     return {
@@ -395,6 +441,7 @@ export class HttpClient {
         if (!started) {
           started = true;
           await discardBody(raw);
+          onDone?.();
           return;
         }
         await generator?.return(undefined);
@@ -506,6 +553,8 @@ function isNetworkError(e: unknown): boolean {
 }
 
 function abortError(url: string, reason: unknown): ResourceSyncError {
+  // A deadline of our own aborts with its RS_TIMEOUT error as the reason.
+  if (reason instanceof ResourceSyncError && reason.code === 'RS_TIMEOUT') return reason;
   return new ResourceSyncError('RS_ABORTED', 'request aborted', { url, cause: reason });
 }
 
@@ -517,7 +566,7 @@ function toResourceSyncError(
   decodingEncoding?: string,
 ): ResourceSyncError {
   if (e instanceof ResourceSyncError) return e;
-  if (signal?.aborted === true) return abortError(url, e);
+  if (signal?.aborted === true) return abortError(url, signal.reason ?? e);
   const code = errorCode(e);
   const message = (e as Error | undefined)?.message ?? String(e);
   if (decodingEncoding !== undefined && decodingEncoding !== '' && code?.startsWith('Z_') === true)

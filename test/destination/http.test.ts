@@ -232,6 +232,25 @@ describe('HttpClient', () => {
     await rejectsWith(text(res.body), 'RS_TIMEOUT');
   });
 
+  it('enforces a whole-request deadline against a server trickling bytes', async () => {
+    const s = await serve((_req, res) => {
+      res.setHeader('content-length', '1000');
+      const timer = setInterval(() => res.write('x'), 20);
+      res.on('close', () => clearInterval(timer));
+    });
+    const c = client({ bodyIdleTimeoutMs: 1000, requestTimeoutMs: 300 });
+    const res = await c.get(`${s.url}/trickle`);
+    const t0 = Date.now();
+    const e = await rejectsWith(text(res.body), 'RS_TIMEOUT');
+    assert.match(e.message, /within 300 ms/);
+    assert.ok(isRetriable(e));
+    assert.ok(Date.now() - t0 < 3000);
+    // A caller's abort is still RS_ABORTED, and a quick response is not affected.
+    const quick = await serve((_req, r) => r.end('fast'));
+    assert.equal(await text((await c.get(`${quick.url}/q`, { timeoutMs: 5000 })).body), 'fast');
+    await rejectsWith(c.get(`${s.url}/t`, { signal: AbortSignal.abort() }), 'RS_ABORTED');
+  });
+
   it('times out waiting for headers (and retries first)', async () => {
     const s = await serve(() => {
       // never answers
