@@ -487,7 +487,8 @@ export async function discover(
       return undefined;
     }
     visited.add(key);
-    signal?.throwIfAborted();
+    if (signal?.aborted === true)
+      throw new ResourceSyncError('RS_ABORTED', 'discovery aborted', { url: target, cause: signal.reason });
     const origin = originOf(target);
     if (origin !== undefined && deadOrigins.has(origin)) {
       tried.push(`${target}: not fetched (${origin} unreachable)`);

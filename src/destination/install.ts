@@ -139,7 +139,11 @@ export async function installFromStream(
   let fd: number | undefined;
   let created = false;
   const take = (chunk: Uint8Array): void => {
-    options.signal?.throwIfAborted();
+    if (options.signal?.aborted === true)
+      throw new ResourceSyncError('RS_ABORTED', 'install aborted', {
+        ...urlOf(options.url),
+        cause: options.signal.reason,
+      });
     hasher.update(chunk);
     if (limit !== undefined && hasher.length > limit)
       throw new ResourceSyncError('RS_LENGTH_MISMATCH', `more than the ${limit} bytes declared`, urlOf(options.url));

@@ -286,6 +286,12 @@ describe('discover', () => {
     }
   });
 
+  it('stops with RS_ABORTED when aborted', async () => {
+    await assert.rejects(discover(`${base}/`, client, { signal: AbortSignal.abort() }), (e: unknown) =>
+      isResourceSyncError(e, 'RS_ABORTED'),
+    );
+  });
+
   it('gives up quickly on an unreachable host', async () => {
     const dead = await startServer((_req, res) => res.end());
     const deadUrl = dead.url;
