@@ -69,6 +69,7 @@ describe('end to end with our Source', { timeout: 60_000 }, () => {
     assert.equal(s1.operation, 'baseline');
     assert.equal(s1.counts.failed, 0, JSON.stringify(s1.failures));
     assert.equal(s1.counts.created, 27);
+    assert.deepEqual(s1.via, ['dump'], 'our Source offers a Resource Dump');
     assert.equal(s1.complete, true);
     assert.deepEqual(mirrored(), new Map([...readTree(collection)].sort(([a], [b]) => (a < b ? -1 : 1))));
 
@@ -82,11 +83,35 @@ describe('end to end with our Source', { timeout: 60_000 }, () => {
     assert.equal(s2.counts.failed, 0, JSON.stringify(s2.failures));
     assert.equal(s2.counts.created + s2.counts.updated, 2);
     assert.equal(s2.counts.deleted, 1);
+    assert.equal(s2.via[0], 'dump', 'our Source offers Change Dumps');
     assert.deepEqual(mirrored(), new Map([...readTree(collection)].sort(([a], [b]) => (a < b ? -1 : 1))));
 
     const a = await new Destination({ url: base, dir: mirror, checksum: true }).audit();
     assert.equal(a.inSync, true, JSON.stringify(a.audit));
     const s3 = await d().sync();
     assert.equal(s3.counts.created + s3.counts.updated + s3.counts.deleted, 0);
+
+    // The same through the Resource List and Change Lists only, into another copy.
+    const other = join(work, 'mirror-lists');
+    const l = (): Destination =>
+      new Destination({ url: base, dir: other, durability: 'none', delete: true, noDumps: true });
+    const b = await l().sync();
+    assert.deepEqual(b.via, ['list']);
+    assert.equal(b.counts.failed, 0, JSON.stringify(b.failures));
+    await writeFile(join(collection, 'docs', 'f3.txt'), 'changed again\n');
+    await rm(join(collection, 'docs', 'new.txt'));
+    await site.scan();
+    const i = await l().sync();
+    assert.equal(i.operation, 'incremental');
+    assert.deepEqual(i.via, ['list']);
+    assert.equal(i.counts.updated, 1);
+    assert.equal(i.counts.deleted, 1);
+    const host = new URL(base);
+    const prefix = `${host.hostname}_${host.port}/`;
+    const copy = new Map([...readTree(other)].map(([k, v]) => [decodeURIComponent(k.slice(prefix.length)), v]));
+    assert.deepEqual(
+      new Map([...copy].sort(([a], [b]) => (a < b ? -1 : 1))),
+      new Map([...readTree(collection)].sort(([a], [b]) => (a < b ? -1 : 1))),
+    );
   });
 });
