@@ -476,7 +476,9 @@ export async function retryWhole<T>(
     } catch (e) {
       if (attempt >= retries || !isRetriable(e) || options.signal?.aborted === true) throw e;
       const delay = Math.min(options.maxDelayMs ?? 30_000, (options.baseDelayMs ?? 250) * 2 ** attempt);
-      await sleep(delay * (0.5 + Math.random() * 0.5), options.signal);
+      await sleep(delay * (0.5 + Math.random() * 0.5), options.signal).catch((reason: unknown) => {
+        throw new ResourceSyncError('RS_ABORTED', 'retry aborted', { cause: reason });
+      });
     }
   }
 }
