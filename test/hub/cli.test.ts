@@ -1,28 +1,21 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import type { NotificationEvent } from '../../src/notify/events.js';
 import { createChangeNotifications } from '../../src/notify/payloads.js';
 import { WebSubPublisher } from '../../src/notify/websub-publisher.js';
 import { WebSubSubscriber } from '../../src/notify/websub-subscriber.js';
-import { drain, EventLog, withTempDir } from '../notify/helpers.js';
+import { cliCommand, drain, EventLog, repoRoot, withTempDir } from '../notify/helpers.js';
 
 const TOPIC = 'http://source.test/resourcesync/default/change-notification';
 
 /** Runs the CLI from source (tsx) or from the compiled tree, whichever this test file is part of. */
 function startCli(args: string[]): { child: ChildProcess; lines: Interface; json: EventLog<Record<string, unknown>> } {
-  const here = fileURLToPath(import.meta.url);
-  let root = dirname(here);
-  while (!existsSync(join(root, 'package.json'))) root = dirname(root);
-  const compiled = here.endsWith('.js');
-  const argv = compiled
-    ? [join(root, 'dist', 'src', 'cli', 'main.js')]
-    : ['--import', 'tsx', join(root, 'src', 'cli', 'main.ts')];
+  const root = repoRoot();
+  const argv = cliCommand();
   const child = spawn(process.execPath, [...argv, ...args], { stdio: ['ignore', 'pipe', 'pipe'], cwd: root });
   const lines = createInterface({ input: child.stdout! });
   const json = new EventLog<Record<string, unknown>>();

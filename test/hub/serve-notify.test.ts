@@ -2,26 +2,20 @@
 // a WebSub subscriber (hub and topic discovered from the Change List's Link header) as a change notification.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import type { NotificationEvent } from '../../src/notify/events.js';
 import { findLink } from '../../src/notify/http-util.js';
 import { ChannelClient } from '../../src/notify/websocket-client.js';
 import { WebSubSubscriber } from '../../src/notify/websub-subscriber.js';
-import { drain, EventLog, withTempDir } from '../notify/helpers.js';
+import { cliCommand, drain, EventLog, repoRoot, withTempDir } from '../notify/helpers.js';
 
 function startCli(args: string[]): { child: ChildProcess; json: EventLog<Record<string, unknown>> } {
-  const here = fileURLToPath(import.meta.url);
-  let root = dirname(here);
-  while (!existsSync(join(root, 'package.json'))) root = dirname(root);
-  const argv = here.endsWith('.js')
-    ? [join(root, 'dist', 'src', 'cli', 'main.js')]
-    : ['--import', 'tsx', join(root, 'src', 'cli', 'main.ts')];
+  const root = repoRoot();
+  const argv = cliCommand();
   const child = spawn(process.execPath, [...argv, ...args], { stdio: ['ignore', 'pipe', 'inherit'], cwd: root });
   const json = new EventLog<Record<string, unknown>>();
   createInterface({ input: child.stdout! }).on('line', (l) => {

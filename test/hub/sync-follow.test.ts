@@ -3,14 +3,12 @@
 // converges; a Source restarted under a connected follower: it reconnects and catches up.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { EventLog, withTempDir } from '../notify/helpers.js';
+import { cliCommand, EventLog, repoRoot, withTempDir } from '../notify/helpers.js';
 
 interface Cli {
   readonly child: ChildProcess;
@@ -18,12 +16,8 @@ interface Cli {
 }
 
 function startCli(args: string[]): Cli {
-  const here = fileURLToPath(import.meta.url);
-  let root = dirname(here);
-  while (!existsSync(join(root, 'package.json'))) root = dirname(root);
-  const argv = here.endsWith('.js')
-    ? [join(root, 'dist', 'src', 'cli', 'main.js')]
-    : ['--import', 'tsx', join(root, 'src', 'cli', 'main.ts')];
+  const root = repoRoot();
+  const argv = cliCommand();
   const child = spawn(process.execPath, [...argv, ...args], { stdio: ['ignore', 'pipe', 'pipe'], cwd: root });
   const json = new EventLog<Record<string, unknown>>();
   createInterface({ input: child.stdout! }).on('line', (l) => {

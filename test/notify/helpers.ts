@@ -98,8 +98,20 @@ export function delay(ms: number): Promise<void> {
 /** The repository root (the nearest folder with a package.json above this file, from src or dist). */
 export function repoRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'package.json'))) dir = dirname(dir);
+  while (!existsSync(join(dir, 'package.json'))) {
+    const up = dirname(dir);
+    if (up === dir) throw new Error(`no package.json above ${fileURLToPath(import.meta.url)}`);
+    dir = up;
+  }
   return dir;
+}
+
+/** Command line to run the `resourcesync` CLI: the compiled one when the tests run compiled, else from source. */
+export function cliCommand(): string[] {
+  const root = repoRoot();
+  return fileURLToPath(import.meta.url).endsWith('.js')
+    ? [join(root, 'dist', 'src', 'cli', 'main.js')]
+    : ['--import', 'tsx', join(root, 'src', 'cli', 'main.ts')];
 }
 
 /** A spec example from the shared fixtures. */

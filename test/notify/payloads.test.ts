@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { validateDocument } from '../../src/core/validate.js';
 import {
@@ -15,12 +14,8 @@ import {
 } from '../../src/notify/payloads.js';
 import { channelEntries, channelUrls } from '../../src/notify/websocket.js';
 import { readDocument } from '../../src/xml/index.js';
+import { repoRoot } from './helpers.js';
 
-function repoRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'package.json'))) dir = dirname(dir);
-  return dir;
-}
 const EXAMPLES = join(repoRoot(), '..', 'shared', 'fixtures', 'spec-examples');
 const CAP = 'http://example.com/dataset1/capabilitylist.xml';
 
