@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { opendir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseDatetime } from '../core/datetime.js';
 import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
@@ -13,6 +14,8 @@ import type { Entry } from '../core/model.js';
 import { type SyncContext, describeError, hashLocal, regularFileSize } from './context.js';
 import { openExpected, openListTree, readChangeListIndex } from './documents.js';
 import type { AuditCounts } from './events.js';
+import { isInstallTempName } from './install.js';
+import { STATE_DIR_NAME } from './paths.js';
 import {
   ChangeCoalescer,
   type ExpectedContent,
@@ -33,7 +36,8 @@ const SAMPLES = 20;
 
 /**
  * Audits the local copy. Memory: the set of URIs seen in the Resource List (to find extras), plus the
- * changes recorded since the list's `at` (one per resource).
+ * changes recorded since the list's `at` (one per resource). Extras are found by walking the files of the copy
+ * (recorded in the state or not).
  */
 export async function runAudit(ctx: SyncContext, sources: AuditSources): Promise<AuditCounts> {
   const audit: AuditCounts = {
@@ -71,13 +75,35 @@ export async function runAudit(ctx: SyncContext, sources: AuditSources): Promise
       await compareOne(ctx, change.uri, undefined, change, note);
     }
   }
-  // Local resources the Source no longer has.
-  for (const rec of ctx.state.all()) {
-    if (seen.has(rec.uri)) continue;
-    const size = await regularFileSize(join(ctx.options.dir, rec.path));
-    if (size !== undefined) note('extra', rec.uri);
-  }
+  // Local files the Source does not have: the tree on disk is the copy (recorded or not, e.g. put by hand).
+  await walkFiles(ctx.options.dir, (file) => {
+    const uri = ctx.mapper.toUri(file);
+    if (uri !== undefined && seen.has(uri)) return;
+    note('extra', uri ?? file);
+  });
   return audit;
+}
+
+/**
+ * Calls `fn` for every regular file under `root` (absolute paths), skipping the state directory, install
+ * temporary files and symbolic links. Memory: one directory handle per level.
+ */
+async function walkFiles(root: string, fn: (file: string) => void): Promise<void> {
+  async function walk(dir: string, top: boolean): Promise<void> {
+    let handle: Awaited<ReturnType<typeof opendir>>;
+    try {
+      handle = await opendir(dir);
+    } catch {
+      return;
+    }
+    for await (const d of handle) {
+      if (top && d.name === STATE_DIR_NAME) continue;
+      const p = join(dir, d.name);
+      if (d.isDirectory()) await walk(p, false);
+      else if (d.isFile() && !isInstallTempName(d.name)) fn(p);
+    }
+  }
+  await walk(root, true);
 }
 
 async function compareOne(
