@@ -7,7 +7,8 @@
  * Each notification, (re)connection or refused delivery triggers an incremental run from the watermark, so a
  * change is never lost (changes made while the follower was away or disconnected are in the Change Lists),
  * duplicates cost nothing (a change already applied is skipped by the incremental run), and a burst of
- * notifications arriving during a run causes one more run, not one per notification. Signatures are verified by
+ * notifications arriving during a run causes one more run, not one per notification; a run also happens after
+ * `catchUpIntervalMs` without any (a safety net for dropped deliveries). Signatures are verified by
  * the WebSub subscriber (a bad one is refused and answered by a catch-up). Ctrl-C (SIGINT/SIGTERM) stops after
  * the run in progress reaches a consistent state.
  *
@@ -33,6 +34,11 @@ export interface FollowCommandOptions {
   /** Address the WebSub callback listener binds (default: 127.0.0.1 for a loopback callback, else 0.0.0.0). */
   readonly listenHost?: string;
   readonly json?: boolean;
+  /**
+   * A catch-up run this long after the last run even without any notification (default 60 s; 0 = never): the
+   * safety net for notifications a hub dropped or a Source restart that WebSub subscribers cannot see.
+   */
+  readonly catchUpIntervalMs?: number;
   /** Stops the follower (default: the first SIGINT or SIGTERM). */
   readonly signal?: AbortSignal;
   /** Where lines go (default stdout / stderr). */
@@ -165,10 +171,17 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
         }
       }
     };
+    const catchUpMs = options.catchUpIntervalMs ?? 60_000;
+    let safetyNet: NodeJS.Timeout | undefined;
     const trigger = (): void => {
       dirty = true;
       running ??= runLoop().finally(() => {
         running = undefined;
+        if (catchUpMs > 0 && !abort.signal.aborted) {
+          clearTimeout(safetyNet);
+          safetyNet = setTimeout(trigger, catchUpMs);
+          safetyNet.unref();
+        }
       });
     };
     const it = receiver.events();
@@ -188,7 +201,9 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
       }
       if (e.type !== 'disconnected') trigger();
     }
+    clearTimeout(safetyNet);
     await running;
+    clearTimeout(safetyNet);
     emit({ event: 'stopped' }, 'stopped');
     return EXIT.OK;
   } catch (e) {
