@@ -184,7 +184,7 @@ export function parseLinkHeader(value: string | readonly string[] | undefined, b
         if (v[i] !== ';') break;
         i++;
         skipWs();
-        const m = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+/.exec(v.slice(i));
+        const m = matchAt(TOKEN, v, i);
         if (m === null) {
           i = skipToComma(v, i);
           break;
@@ -205,7 +205,7 @@ export function parseLinkHeader(value: string | readonly string[] | undefined, b
             }
             i++;
           } else {
-            const t = /^[^;,\s]*/.exec(v.slice(i));
+            const t = matchAt(BARE_VALUE, v, i);
             val = t?.[0] ?? '';
             i += val.length;
           }
@@ -230,6 +230,18 @@ export function parseLinkHeader(value: string | readonly string[] | undefined, b
   return out;
 }
 
+const TOKEN = /[!#$%&'*+\-.^_`|~0-9A-Za-z]+/y;
+const BARE_VALUE = /[^;,\s]*/y;
+const TAG_OPEN = /<(\/?)([A-Za-z][A-Za-z0-9-]*)/y;
+const ATTR_NAME = /[^\s/>=]+/y;
+const ATTR_BARE_VALUE = /[^\s>]*/y;
+
+/** Matches a sticky regular expression at `at` without copying the rest of the text (linear scans). */
+function matchAt(re: RegExp, text: string, at: number): RegExpExecArray | null {
+  re.lastIndex = at;
+  return re.exec(text);
+}
+
 function skipToComma(v: string, i: number): number {
   let quoted = false;
   for (; i < v.length; i++) {
@@ -248,6 +260,7 @@ function skipToComma(v: string, i: number): number {
  */
 export function findHtmlLinks(html: string, baseUrl: string, rel: string = REL_RESOURCESYNC): string[] {
   const out: string[] = [];
+  let lowerHtml: string | undefined;
   let base = baseUrl;
   let i = 0;
   const n = html.length;
@@ -265,7 +278,7 @@ export function findHtmlLinks(html: string, baseUrl: string, rel: string = REL_R
       i = end < 0 ? n : end + 1;
       continue;
     }
-    const m = /^<(\/?)([A-Za-z][A-Za-z0-9-]*)/.exec(html.slice(lt, lt + 64));
+    const m = matchAt(TAG_OPEN, html, lt);
     if (m === null) {
       i = lt + 1;
       continue;
@@ -280,7 +293,8 @@ export function findHtmlLinks(html: string, baseUrl: string, rel: string = REL_R
     }
     if (name === 'body') break;
     if (name === 'script' || name === 'style' || name === 'title' || name === 'textarea') {
-      const end = html.toLowerCase().indexOf(`</${name}`, i);
+      lowerHtml ??= html.toLowerCase();
+      const end = lowerHtml.indexOf(`</${name}`, i);
       i = end < 0 ? n : end;
       continue;
     }
@@ -313,7 +327,7 @@ function readAttributes(html: string, i: number): [Record<string, string>, numbe
     while (i < n && /[\s/]/.test(html[i] as string)) i++;
     if (i >= n) return [attrs, n];
     if (html[i] === '>') return [attrs, i + 1];
-    const m = /^[^\s/>=]+/.exec(html.slice(i, i + 256));
+    const m = matchAt(ATTR_NAME, html, i);
     if (m === null) {
       i++;
       continue;
@@ -331,7 +345,7 @@ function readAttributes(html: string, i: number): [Record<string, string>, numbe
         value = html.slice(i + 1, end < 0 ? n : end);
         i = end < 0 ? n : end + 1;
       } else {
-        const t = /^[^\s>]*/.exec(html.slice(i));
+        const t = matchAt(ATTR_BARE_VALUE, html, i);
         value = t?.[0] ?? '';
         i += value.length;
       }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import fc from 'fast-check';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { isResourceSyncError } from '../../src/core/errors.js';
@@ -360,6 +361,27 @@ describe('discovery parsers', () => {
       parseLinkHeader(linkValue).map((l) => [l.href, l.rel]),
       [['http://www.example.com/dataset1/capabilitylist.xml', ['resourcesync']]],
     );
+  });
+
+  it('never throws on arbitrary input, and stays linear on adversarial input', () => {
+    const html = fc.string({
+      unit: fc.constantFrom(...'<>/="\' \n!-ablinkrehfscriptdy&#;:'.split('')),
+      maxLength: 200,
+    });
+    fc.assert(
+      fc.property(html, (h) => {
+        findHtmlLinks(h, 'http://e.org/');
+        parseLinkHeader(h, 'http://e.org/');
+        findRobotsSitemaps(h, 'http://e.org/');
+      }),
+      { numRuns: 3000 },
+    );
+    const t0 = performance.now();
+    findHtmlLinks('<script></script>'.repeat(20_000), 'http://e.org/');
+    findHtmlLinks(`<link href=${'x'.repeat(200_000)}`.repeat(2), 'http://e.org/');
+    findHtmlLinks('<a b=c '.repeat(40_000), 'http://e.org/');
+    parseLinkHeader('<x>; a=b'.repeat(20_000), 'http://e.org/');
+    assert.ok(performance.now() - t0 < 5000, `took ${performance.now() - t0} ms`);
   });
 
   it('names Capability Lists by directory or file stem', () => {
