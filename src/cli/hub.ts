@@ -12,7 +12,8 @@ interface HubCliOptions {
   readonly port: string;
   readonly host: string;
   readonly db: string;
-  readonly topic: string[];
+  readonly topic?: string[];
+  readonly topicPrefix?: string[];
   readonly hubUrl?: string;
   readonly path: string;
   readonly publisherToken?: string;
@@ -57,7 +58,11 @@ export function register(program: Command): void {
   program
     .command('hub')
     .description('Run a WebSub hub for ResourceSync change / framework notification topics (W3C WebSub).')
-    .requiredOption('--topic <url...>', 'topic URL(s) publishers may publish to (repeatable)')
+    .option('--topic <url...>', 'topic URL(s) publishers may publish to and subscribers subscribe to (repeatable)')
+    .option(
+      '--topic-prefix <url...>',
+      'accept every topic under this URL, e.g. http://localhost:8080/resourcesync/ for all sets of a Source',
+    )
     .option('--port <n>', 'port to listen on (0 = any free port)', '8090')
     .option('--host <addr>', 'address to listen on', '127.0.0.1')
     .option('--db <path>', 'SQLite file keeping the subscriptions', 'hub.db')
@@ -78,12 +83,24 @@ export function register(program: Command): void {
       const minLease = wholeNumber('min-lease', opts.minLease, 1, 2 ** 31);
       const maxLease = wholeNumber('max-lease', opts.maxLease, minLease, 2 ** 31);
       if (!opts.path.startsWith('/')) throw new ResourceSyncError('RS_CONFIG', '--path must start with /');
+      const prefixes = opts.topicPrefix ?? [];
+      if ((opts.topic ?? []).length === 0 && prefixes.length === 0) {
+        throw new ResourceSyncError('RS_CONFIG', 'give at least one --topic or --topic-prefix');
+      }
+      for (const p of prefixes) {
+        if (!/^https?:\/\/[^/]+\/.*$/.test(p)) {
+          throw new ResourceSyncError('RS_CONFIG', `--topic-prefix must be an absolute http(s) URL with a path: ${p}`);
+        }
+      }
       const out = (obj: Record<string, unknown>, text: string): void => {
         process.stdout.write(opts.json === true ? `${JSON.stringify(obj)}\n` : `${text}\n`);
       };
       const hub = createHub({
         db: opts.db,
-        topics: opts.topic,
+        topics: opts.topic ?? [],
+        ...(prefixes.length === 0
+          ? {}
+          : { acceptTopic: (t: string) => prefixes.some((p) => t.startsWith(p) && !t.slice(p.length).includes('..')) }),
         path: opts.path,
         minLeaseSeconds: minLease,
         maxLeaseSeconds: maxLease,
@@ -102,7 +119,10 @@ export function register(program: Command): void {
           cause: e,
         });
       }
-      out({ event: 'listening', url, hubUrl: hub.url, topics: [...hub.topics] }, `hub listening on ${url}`);
+      out(
+        { event: 'listening', url, hubUrl: hub.url, topics: [...hub.topics], topicPrefixes: prefixes },
+        `hub listening on ${url}`,
+      );
       await new Promise<void>((resolve) => {
         const stop = (): void => {
           process.off('SIGINT', stop);

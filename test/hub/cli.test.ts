@@ -49,7 +49,17 @@ describe('resourcesync hub', () => {
         first.child.kill('SIGTERM');
         assert.equal(await exitOf(first.child), 0);
 
-        const second = startCli(args);
+        // The restarted hub accepts the topic through a prefix instead.
+        const second = startCli([
+          'hub',
+          '--port',
+          '0',
+          '--db',
+          db,
+          '--topic-prefix',
+          'http://source.test/resourcesync/',
+          '--json',
+        ]);
         try {
           const again = await second.json.waitFor((e) => e.event === 'listening', 15_000, 'listening');
           const events = new EventLog<NotificationEvent>();
@@ -82,7 +92,8 @@ describe('resourcesync hub', () => {
       ['hub', '--port', 'x', '--topic', TOPIC, '--db', ':memory:'],
       ['hub', '--port', '0', '--db', ':memory:'],
       ['hub', '--port', '0', '--db', ':memory:', '--topic', 'not-a-url'],
+      ['hub', '--port', '0', '--db', ':memory:', '--topic-prefix', 'ftp://x/'],
     ].map((args) => exitOf(startCli(args).child));
-    assert.deepEqual(await Promise.all(runs), [2, 2, 2]);
+    assert.deepEqual(await Promise.all(runs), [2, 2, 2, 2]);
   });
 });
