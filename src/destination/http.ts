@@ -13,6 +13,7 @@
  */
 import { Agent, EnvHttpProxyAgent, ProxyAgent } from 'undici';
 import type { Dispatcher } from 'undici';
+import { setMaxListeners } from 'node:events';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { Readable, Transform } from 'node:stream';
 import { ResourceSyncError } from '../core/errors.js';
@@ -135,6 +136,9 @@ const TIMEOUT_ERRORS = new Set([
 /** Bytes of a discarded body drained to keep its connection; past this the connection is closed instead. */
 const DISCARD_DRAIN_LIMIT = 64 * 1024;
 
+/** Caller signals whose listener limit was lifted. */
+const unboundedSignals = new WeakSet<AbortSignal>();
+
 /** HTTP status of errors thrown for a status (RS_HTTP), kept out of the message text. */
 const statusOfError = new WeakMap<ResourceSyncError, number>();
 /** Errors that a whole-download retry may cure (network trouble, timeouts, 5xx). */
@@ -241,6 +245,12 @@ export class HttpClient {
   }
 
   async #request(method: 'GET' | 'HEAD', url: string, init: RequestInit): Promise<HttpResponse> {
+    // One signal typically guards a whole run of concurrent requests, each adding an abort listener: that is
+    // expected, not a leak, so Node's "possible memory leak" warning is turned off for it.
+    if (init.signal !== undefined && !unboundedSignals.has(init.signal)) {
+      unboundedSignals.add(init.signal);
+      setMaxListeners(0, init.signal);
+    }
     const timeoutMs = init.timeoutMs ?? this.options.requestTimeoutMs;
     if (timeoutMs === undefined) return this.#requestOnce(method, url, init, undefined);
     // A deadline: our own controller, aborted by the timer or by the caller's signal.
