@@ -107,6 +107,11 @@ export interface SourceOptions {
   readonly onWarning?: (message: string) => void;
   /** fsync generated files (default true). */
   readonly fsync?: boolean;
+  /**
+   * A stale Resource List or dump whose last generation took longer than this (ms) is served as it is while
+   * a new one is generated in the background (default 1,000; 0: always; Infinity: never).
+   */
+  readonly backgroundAfterMs?: number;
 }
 
 /** A change to record through the library API. */
@@ -144,6 +149,8 @@ interface GroupState {
   files: string[];
   /** Files of the previous generation, removed at the next one (dump packages stay readable meanwhile). */
   previous: string[];
+  /** How long the generation took (ms). */
+  durationMs?: number;
 }
 
 /**
@@ -404,24 +411,50 @@ export class Source {
   /**
    * Brings a group of documents up to date (regenerating it when the store moved since it was built) and
    * returns when its files are complete. Concurrent callers share one generation.
+   *
+   * With `allowStale`, a big group (one whose last generation took longer than
+   * {@link SourceOptions.backgroundAfterMs}: a Resource List of a large collection, a dump) that is stale but
+   * complete on disk is left as it is for this call and regenerated in the background, so a request is not held
+   * up by it; its `at`/`completed` stay true for the snapshot it describes. Change Lists are always brought
+   * up to date first.
    */
-  async ensure(group: GroupKind, setName?: string): Promise<void> {
+  async ensure(group: GroupKind, setName?: string, allowStale = false): Promise<void> {
     const key = setName === undefined ? group : `${group}:${setName}`;
     const running = this.#inflight.get(key);
-    if (running !== undefined) return running;
-    const p = this.#ensure(key, group, setName).finally(() => this.#inflight.delete(key));
+    const state = this.#groups.get(key);
+    const bigGroup =
+      group === 'resourcelist' || group === 'resourcedump' || group === 'changedump'
+        ? (state?.durationMs ?? 0) >= (this.#options.backgroundAfterMs ?? 1000)
+        : false;
+    if (running !== undefined) {
+      if (allowStale && bigGroup && (await this.#mainExists(group, setName))) return;
+      return running;
+    }
+    if (state !== undefined && (await this.#fresh(key, group, setName, state))) return;
+    const p = this.#generate(key, group, setName, state).finally(() => this.#inflight.delete(key));
     this.#inflight.set(key, p);
+    if (allowStale && bigGroup && state !== undefined && (await this.#mainExists(group, setName))) {
+      p.catch((e: unknown) => this.#warn(`regenerating ${key} failed: ${(e as Error).message}`));
+      return;
+    }
     return p;
   }
 
-  async #ensure(key: string, group: GroupKind, setName: string | undefined): Promise<void> {
-    const state = this.#groups.get(key);
+  #mainPath(group: GroupKind, setName: string | undefined): string {
+    return group === 'description' ? this.layout.sourceDescriptionPath : this.layout.path(setName!, `${group}.xml`);
+  }
+
+  async #mainExists(group: GroupKind, setName: string | undefined): Promise<boolean> {
+    return filesExist([this.#mainPath(group, setName)]);
+  }
+
+  /** True when the group was built from the current version and its main document is on disk. */
+  async #fresh(_key: string, group: GroupKind, setName: string | undefined, state: GroupState): Promise<boolean> {
     let version: string;
     if (group === 'description') version = JSON.stringify(this.#setInfos().map((s) => [s.name, s.describedBy ?? '']));
     else if (group === 'capabilitylist') version = JSON.stringify(this.#setInfo(setName!));
     else version = await this.#setVersion(setName!);
-    if (state !== undefined && state.version === version && (await filesExist(state.files))) return;
-    await this.#generate(key, group, setName, state);
+    return state.version === version && (await this.#mainExists(group, setName));
   }
 
   #setInfos(): SetInfo[] {
@@ -439,6 +472,7 @@ export class Source {
     setName: string | undefined,
     state: GroupState | undefined,
   ): Promise<void> {
+    const started = Date.now();
     const ctx = this.#ctx();
     let files: string[] = [];
     let version: string;
@@ -530,6 +564,7 @@ export class Source {
       version,
       files,
       previous: dumps ? previous : [],
+      durationMs: Date.now() - started,
       ...(extra ?? {}),
     };
     this.#groups.set(key, next);
@@ -546,7 +581,7 @@ export class Source {
     if (target === undefined) return undefined;
     if (target.setName !== undefined && !this.#sets.has(target.setName)) return undefined;
     const isPackage = target.file.endsWith('.zip') || target.file.endsWith('-manifest.xml');
-    if (!isPackage) await this.ensure(target.group, target.setName);
+    if (!isPackage) await this.ensure(target.group, target.setName, true);
     else {
       const state = this.#groups.get(`${target.group}:${target.setName}`);
       const listed = state !== undefined && (state.files.includes(target.path) || state.previous.includes(target.path));

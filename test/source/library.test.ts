@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, it } from 'node:test';
@@ -137,6 +138,35 @@ describe('Source library API', () => {
       for (let i = 1; i < parts.length; i++) assert.equal(parts[i]!.fromMs, parts[i - 1]!.untilMs);
       const { docs } = await crawl(source, source.sourceDescriptionUrl);
       assert.equal(docs.filter((d) => d.doc.kind === 'change-list').length, 3);
+      await source.close();
+    } finally {
+      await store.close();
+      await cleanup();
+    }
+  });
+
+  it('serves a big stale Resource List while a new one is generated in the background', async () => {
+    const { dir, cleanup } = await tempDir();
+    const store = await openSqliteStore({ path: join(dir, 'source.db') });
+    try {
+      const source = await Source.open({
+        store,
+        baseUrl: 'http://localhost/',
+        siteDir: join(dir, 'site'),
+        backgroundAfterMs: 0,
+        fsync: false,
+      });
+      await source.recordChanges([{ uri: 'a', change: 'created', length: 1 }]);
+      const first = await source.document('/resourcesync/default/resourcelist.xml');
+      await source.recordChanges([{ uri: 'b', change: 'created', length: 1 }]);
+      const during = await source.document('/resourcesync/default/resourcelist.xml');
+      assert.deepEqual(during, first, 'the complete earlier list is served at once');
+      await source.ensure('resourcelist', 'default');
+      const after = await source.document('/resourcesync/default/resourcelist.xml');
+      assert.notEqual(after?.etag, first?.etag);
+      // Change Lists never lag.
+      const cl = await source.document('/resourcesync/default/changelist-0001.xml');
+      assert.match(await readFile(cl!.path, 'utf8'), /\/b<\/loc>/);
       await source.close();
     } finally {
       await store.close();
