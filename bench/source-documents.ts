@@ -1,0 +1,74 @@
+/**
+ * Generating the Resource List Index of a large store, with the peak RSS of the process.
+ *
+ *   node --import tsx bench/source-documents.ts [--resources 1000000]
+ *
+ * Fills a SQLite store with synthetic resources (inventory only), then generates the Resource List (an
+ * Index + parts of 50,000) and the Change List; prints the time, the entries per second and the peak RSS
+ * (sampled every 10 ms). Data in a temp dir, deleted.
+ */
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openSqliteStore, Source } from '../src/source/index.js';
+import type { ChangeInput } from '../src/source/store.js';
+
+const args = process.argv.slice(2);
+const opt = (name: string, dflt: number): number => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : dflt;
+};
+const total = opt('resources', 1_000_000);
+let peak = 0;
+const sampler = setInterval(() => {
+  peak = Math.max(peak, process.memoryUsage().rss);
+}, 10);
+const mb = (n: number): string => `${(n / (1 << 20)).toFixed(0)} MB`;
+
+const work = await mkdtemp(join(tmpdir(), 'rs-bench-docs-'));
+try {
+  const store = await openSqliteStore({ path: join(work, 'source.db') });
+  let t = performance.now();
+  const hex = (n: number, len: number): string => n.toString(16).padStart(len, '0').slice(-len);
+  for (let start = 0; start < total; start += 10_000) {
+    const batch: ChangeInput[] = [];
+    for (let i = start; i < Math.min(total, start + 10_000); i++)
+      batch.push({
+        uri: `items/${hex(i >> 10, 4)}/${hex(i, 8)}/bitstream-${i}.pdf`,
+        change: 'created',
+        setName: 'default',
+        length: 1000 + (i % 5000),
+        type: 'application/pdf',
+        hashes: { md5: hex(i * 2654435761, 32), 'sha-256': hex(i * 40503, 64) },
+        lastmodMs: 1_700_000_000_000 + i,
+      });
+    await store.recordChanges(batch, { log: false });
+  }
+  const fillMs = performance.now() - t;
+  global.gc?.();
+  const before = process.memoryUsage().rss;
+  process.stdout.write(
+    `filled ${total} resources in ${(fillMs / 1000).toFixed(1)} s; RSS before generation ${mb(before)}\n`,
+  );
+  peak = before;
+  const source = await Source.open({ store, baseUrl: 'http://localhost/', siteDir: join(work, 'site') });
+  t = performance.now();
+  const doc = await source.document('/resourcesync/default/resourcelist.xml');
+  const genMs = performance.now() - t;
+  const parts = Math.ceil(total / 50_000);
+  const partSize = (await stat(join(work, 'site', 'resourcesync', 'default', 'resourcelist-0001.xml'))).size;
+  process.stdout.write(
+    `resource list index + ${parts} parts generated in ${(genMs / 1000).toFixed(1)} s ` +
+      `(${((total / genMs) * 1000).toFixed(0)} entries/s; a part is ${mb(partSize)}; index ${doc?.length} B); ` +
+      `peak RSS ${mb(peak)}\n`,
+  );
+  t = performance.now();
+  for (let i = 0; i < 100; i++)
+    await source.document(`/resourcesync/default/resourcelist-${String((i % parts) + 1).padStart(4, '0')}.xml`);
+  process.stdout.write(`cached part lookup: ${((performance.now() - t) / 100).toFixed(2)} ms per request\n`);
+  await source.close();
+  await store.close();
+} finally {
+  clearInterval(sampler);
+  await rm(work, { recursive: true, force: true });
+}
