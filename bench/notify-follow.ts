@@ -1,7 +1,9 @@
 // Follower latency: `resourcesync serve` and N `resourcesync sync --follow` child processes on loopback; a file
 // is written into the served directory every `intervalMs`; latency is measured from the write to the moment the
 // new content is in every follower's copy (polled every 2 ms), so it includes the Source's change detection
-// (watcher debounce), the notification, and the follower's incremental run.
+// (watcher debounce), the notification, and the follower's incremental run. Also prints the latency from each
+// change being recorded at the Source to the end of the follower's run that applied it (the followers report
+// it in their `applied` events; Source and followers share the clock).
 //
 //   node --import tsx bench/notify-follow.ts [followers=2] [changes=40] [intervalMs=100]
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -65,6 +67,21 @@ const procs = Array.from({ length: followers }, (_, i) =>
   cli(['sync', '--follow', `http://127.0.0.1:${port}/`, join(dir, `copy${i}`), '--json', '--durability', 'none']),
 );
 await Promise.all(procs.map((p) => waitLine(p.lines, (o) => o.event === 'connected')));
+const recordLatencies: number[] = [];
+for (const p of procs) {
+  void (async () => {
+    for (;;) {
+      const r = await p.lines.next();
+      if (r.done === true) return;
+      try {
+        const o = JSON.parse(r.value) as { event?: string; recordToAppliedMs?: number[] };
+        if (o.event === 'applied' && o.recordToAppliedMs !== undefined) recordLatencies.push(...o.recordToAppliedMs);
+      } catch {
+        // not JSON
+      }
+    }
+  })();
+}
 const paths: string[] = [];
 for (let i = 0; i < followers; i++) {
   let p: string | undefined;
@@ -95,6 +112,12 @@ latencies.sort((a, b) => a - b);
 console.log(
   `${followers} follower(s), ${changes} changes: latency from file write to follower copy  p50 ${pct(latencies, 50).toFixed(1)} ms  p99 ${pct(latencies, 99).toFixed(1)} ms  max ${latencies.at(-1)!.toFixed(1)} ms`,
 );
+recordLatencies.sort((a, b) => a - b);
+if (recordLatencies.length > 0) {
+  console.log(
+    `from the change being recorded to the end of the follower's run (${recordLatencies.length} samples)  p50 ${pct(recordLatencies, 50)} ms  p99 ${pct(recordLatencies, 99)} ms`,
+  );
+}
 for (const p of [...procs, serve]) p.child.kill('SIGTERM');
 await new Promise((r) => setTimeout(r, 500));
 await rm(dir, { recursive: true, force: true });

@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { parseDatetime } from '../core/datetime.js';
 import type { DocumentHeader, Entry } from '../core/model.js';
 import { isResourceSyncError, ResourceSyncError } from '../core/errors.js';
 import { Destination, type DestinationOptions } from '../destination/destination.js';
@@ -154,16 +155,25 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
     // One incremental run at a time; triggers arriving meanwhile cause one more run.
     let dirty = false;
     let running: Promise<void> | undefined;
+    /** Record times (the changes' `datetime`, epoch ms) of notified changes not yet covered by a finished run. */
+    const awaiting: number[] = [];
     const runLoop = async (): Promise<void> => {
       while (dirty && !abort.signal.aborted) {
         dirty = false;
+        const covered = awaiting.splice(0);
         try {
           const s = await dest.incremental();
+          const now = Date.now();
           if (
             s.counts.created + s.counts.updated + s.counts.deleted + s.counts.deletionsRecorded + s.counts.failed >
             0
           ) {
-            emit({ event: 'applied', ...summaryLine(s) }, `applied: ${JSON.stringify(s.counts)}`);
+            // From each notified change being recorded at the Source to the end of the run that applied it.
+            const recordToAppliedMs = covered.slice(0, 1000).map((t) => now - t);
+            emit(
+              { event: 'applied', ...summaryLine(s), ...(covered.length > 0 ? { recordToAppliedMs } : {}) },
+              `applied: ${JSON.stringify(s.counts)}`,
+            );
           }
         } catch (e) {
           if (abort.signal.aborted) break;
@@ -192,6 +202,12 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
       const r = await Promise.race([it.next(), stopped]);
       if (r.done === true) break;
       const e = r.value;
+      if (e.type === 'notification' && e.notification.kind === 'change-notification') {
+        for (const c of e.notification.changes) {
+          const t = c.datetime === undefined ? undefined : parseDatetime(c.datetime)?.ms;
+          if (t !== undefined && awaiting.length < 10_000) awaiting.push(t);
+        }
+      }
       if (e.type === 'disconnected') emit({ event: 'disconnected', reason: e.reason }, `disconnected: ${e.reason}`);
       else if (e.type === 'refused')
         emit({ event: 'refused', reason: e.reason }, `notification refused (${e.reason}): catching up`);
