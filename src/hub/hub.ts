@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Agent } from 'undici';
@@ -314,7 +314,9 @@ export function createHub(options: HubOptions): Hub {
 
   function authorizedPublisher(req: IncomingMessage): boolean {
     if (options.publisherToken === undefined) return true;
-    return req.headers.authorization === `Bearer ${options.publisherToken}`;
+    const given = Buffer.from(req.headers.authorization ?? '');
+    const wanted = Buffer.from(`Bearer ${options.publisherToken}`);
+    return given.length === wanted.length && timingSafeEqual(given, wanted);
   }
 
   async function handleContent(req: IncomingMessage, res: ServerResponse): Promise<void> {
