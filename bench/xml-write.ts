@@ -42,59 +42,60 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
+/** Median wall ms and median CPU ms (user + system) of `runs` calls. */
+async function measure(fn: () => Promise<unknown> | unknown): Promise<{ ms: number; cpu: number }> {
+  const walls: number[] = [];
+  const cpus: number[] = [];
+  for (let r = 0; r < runs; r++) {
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    await fn();
+    walls.push(performance.now() - t0);
+    const c = process.cpuUsage(c0);
+    cpus.push((c.user + c.system) / 1000);
+  }
+  return { ms: median(walls), cpu: median(cpus) };
+}
+
 const dir = mkdtempSync(join(tmpdir(), 'rs-xml-write-'));
 try {
-  // Cost of making the entries alone, to subtract mentally.
-  const tg: number[] = [];
-  for (let r = 0; r < runs; r++) {
-    const t0 = performance.now();
-    let n = 0;
+  let n = 0;
+  const gen = await measure(() => {
     for (const e of entries()) n += e.loc.length;
-    tg.push(performance.now() - t0);
-    if (n === 0) throw new Error('no entries');
-  }
-  const tMem: number[] = [];
+  });
+  if (n === 0) throw new Error('no entries');
   let memBytes = 0;
-  for (let r = 0; r < runs; r++) {
-    const t0 = performance.now();
+  const mem = await measure(async () => {
     memBytes = 0;
     for await (const c of writeDocument(header, entries())) memBytes += c.byteLength;
-    tMem.push(performance.now() - t0);
-  }
-  const tFile: number[] = [];
+  });
   let fileBytes = 0;
-  for (let r = 0; r < runs; r++) {
-    const t0 = performance.now();
+  const file = await measure(async () => {
     fileBytes = (await writeDocumentFile(join(dir, 'resourcelist.xml'), header, entries())).bytes;
-    tFile.push(performance.now() - t0);
-  }
-  const tSplit: number[] = [];
+  });
   let parts = 0;
-  for (let r = 0; r < runs; r++) {
-    const t0 = performance.now();
+  const split = await measure(async () => {
     const res = await writeSplitDocuments({
       header,
       entries: entries(),
       dir: join(dir, 'split'),
       baseUrl: 'http://example.com/',
-      name: (n) => `resourcelist-${n}.xml`,
+      name: (k) => `resourcelist-${k}.xml`,
       indexName: 'resourcelist.xml',
     });
     parts = res.documents.length;
-    tSplit.push(performance.now() - t0);
-  }
+  });
   const mb = fileBytes / 1e6;
+  const row = (name: string, r: { ms: number; cpu: number }, bytes = mb): void =>
+    console.log(
+      `${name.padEnd(38)} ${r.ms.toFixed(0).padStart(6)} ms ${(bytes / (r.ms / 1000)).toFixed(1).padStart(7)} MB/s wall` +
+        ` | ${r.cpu.toFixed(0).padStart(6)} ms CPU ${(bytes / (r.cpu / 1000)).toFixed(1).padStart(7)} MB/s of CPU time`,
+    );
   console.log(`${count} entries, ${mb.toFixed(1)} MB, median of ${runs} runs`);
-  console.log(`making the entries alone        ${median(tg).toFixed(0).padStart(6)} ms`);
-  console.log(
-    `writeDocument (chunks, no I/O)  ${median(tMem).toFixed(0).padStart(6)} ms  ${(memBytes / 1e6 / (median(tMem) / 1000)).toFixed(1)} MB/s`,
-  );
-  console.log(
-    `writeDocumentFile (atomic+fsync) ${median(tFile).toFixed(0).padStart(5)} ms  ${(mb / (median(tFile) / 1000)).toFixed(1)} MB/s`,
-  );
-  console.log(
-    `writeSplitDocuments (${parts} parts + index) ${median(tSplit).toFixed(0).padStart(5)} ms  ${(mb / (median(tSplit) / 1000)).toFixed(1)} MB/s`,
-  );
+  console.log(`making the entries alone: ${gen.ms.toFixed(0)} ms`);
+  row('writeDocument (chunks, no I/O)', mem, memBytes / 1e6);
+  row('writeDocumentFile (atomic, fsync)', file);
+  row(`writeSplitDocuments (${parts} parts + index)`, split);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
