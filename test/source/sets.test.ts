@@ -25,7 +25,7 @@ describe('sets of resources', () => {
         sets: [
           { name: 'pictures', match: 'images/', describedBy: 'http://localhost/about-pictures.html' },
           { name: 'pdfs', match: /\.pdf$/ },
-          { name: 'texts', match: (p) => p.endsWith('.txt') },
+          { name: 'texts', match: (p: string) => p.endsWith('.txt') },
         ],
         fsync: false,
       });
