@@ -154,6 +154,59 @@ describe('downloadAndInstall', () => {
     assert.equal(s.log.length, 2);
   });
 
+  it('installs 300 resources through injected 500s, 503s, resets and truncations, concurrently', async () => {
+    const bodyOf = (i: number): Buffer => Buffer.from(`resource ${i} `.repeat(50 + (i % 400)));
+    const s = await startServer((req, res, n) => {
+      const i = Number(req.url?.slice(3));
+      const body = bodyOf(i);
+      if (n % 7 === 0) {
+        res.statusCode = 500;
+        res.end();
+      } else if (n % 11 === 0) {
+        res.statusCode = 503;
+        res.setHeader('retry-after', '0');
+        res.end();
+      } else if (n % 13 === 0) {
+        res.setHeader('content-length', String(body.length));
+        res.write(body.subarray(0, 10));
+        setTimeout(() => req.socket.destroy(), 5);
+      } else if (n % 17 === 0) {
+        res.setHeader('content-length', String(body.length + 100));
+        res.end(body); // promises more than it sends, then the connection is reset
+        setTimeout(() => req.socket.destroy(), 5);
+      } else res.end(body);
+    });
+    servers.push(s);
+    const dir = await tempDir();
+    const c = new HttpClient({ retryBaseDelayMs: 1, connectionsPerHost: 16, bodyIdleTimeoutMs: 2000 });
+    try {
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: 16 }, async () => {
+          while (next < 300) {
+            const i = next++;
+            const body = bodyOf(i);
+            await downloadAndInstall(
+              c,
+              `${s.url}/r/${i}`,
+              join(dir, `r${i}`),
+              {
+                length: body.length,
+                hashes: { md5: md5(body) },
+              },
+              { retries: 4 },
+            );
+          }
+        }),
+      );
+    } finally {
+      await c.destroy();
+    }
+    for (let i = 0; i < 300; i++) assert.ok((await readFile(join(dir, `r${i}`))).equals(bodyOf(i)), `r${i}`);
+    assert.equal((await readdir(dir)).length, 300); // no temporary file left
+    assert.ok(s.log.length > 300);
+  });
+
   it('tries mirrors first, skips one with a bad hash, and falls back to the loc', async () => {
     const good = 'the real content';
     const s = await startServer((req, res) => {
