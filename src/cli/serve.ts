@@ -265,6 +265,20 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
         ...(o.sets === undefined ? { sets: [{ name: 'default', describedBy }] } : {}),
       };
     }
+    if (o.notify !== false) {
+      // Each Capability List advertises the set's notification channels (N-§3) and hub; generated on request,
+      // after `notifications` is attached below.
+      options = {
+        ...options,
+        capabilityListExtras: (set) =>
+          notifications === undefined
+            ? undefined
+            : {
+                extraEntries: notifications.notifier.capabilityListEntries(set),
+                ...(notifications.hubUrl === undefined ? {} : { hubUrl: notifications.hubUrl }),
+              },
+      };
+    }
     // Opening scans the tree against the stored inventory (the first scan of a new state is the baseline).
     site = await openDirectorySource(options);
     resolveSite(site);

@@ -11,7 +11,7 @@ import { BlobStore } from './blobs.js';
 import { fileContent } from './dumps.js';
 import { isSafeRelativePath, requestRelativePath } from './paths.js';
 import { fileIdOf, type ScanContext, type ScanStats, scanPaths, scanTree } from './scan.js';
-import { type RecordedChange, type SiteFile, Source, type SourceLimits } from './source.js';
+import { type RecordedChange, type SiteFile, Source, type SourceLimits, type SourceOptions } from './source.js';
 import { openSqliteStore } from './sqlite-store.js';
 import type { ChangeInput, SourceStore } from './store.js';
 import { startWatching, type WatchHandle } from './watch.js';
@@ -49,6 +49,8 @@ export interface DirectorySourceOptions {
   /** Bound of kept bitstream versions for Change Dumps (default 1 GiB; 0 keeps none). */
   readonly blobMaxBytes?: number;
   readonly describedBy?: string;
+  /** What a set's Capability List advertises besides the four capabilities (notification channels, hub). */
+  readonly capabilityListExtras?: SourceOptions['capabilityListExtras'];
   /** fsync generated files (default true). */
   readonly fsync?: boolean;
   /** Unreadable files, vanished files, refused symlinks. */
@@ -176,6 +178,7 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
           ? { sets: [{ name: 'default' }] }
           : {}),
       ...(options.describedBy === undefined ? {} : { describedBy: options.describedBy }),
+      ...(options.capabilityListExtras === undefined ? {} : { capabilityListExtras: options.capabilityListExtras }),
       ...(options.limits === undefined ? {} : { limits: options.limits }),
       ...(options.fsync === undefined ? {} : { fsync: options.fsync }),
       onWarning,

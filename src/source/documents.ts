@@ -29,6 +29,10 @@ export interface SetInfo {
   readonly name: string;
   /** `describedby` link of the set (in the Source Description entry and the Capability List). */
   readonly describedBy?: string;
+  /** More Capability List entries, e.g. the notification channels (N-§3, Example 3.1). */
+  readonly extraEntries?: readonly Entry[];
+  /** A WebSub hub for the set's notifications: `<rs:ln rel="hub">` on the Capability List and its `changelist` entry. */
+  readonly hubUrl?: string;
 }
 
 /** Limits of generated documents. */
@@ -105,12 +109,14 @@ export async function writeCapabilityList(ctx: GenerationContext, set: SetInfo):
   const links: Link[] = [];
   if (set.describedBy !== undefined) links.push(link('describedby', set.describedBy));
   links.push(link('up', l.sourceDescriptionUrl));
+  if (set.hubUrl !== undefined) links.push(link('hub', set.hubUrl));
   const entries: Entry[] = (['resourcelist', 'resourcedump', 'changelist', 'changedump'] as const).map((cap) => ({
     element: 'url',
     loc: l.url(set.name, `${cap}.xml`),
     md: { capability: cap },
-    links: [],
+    links: cap === 'changelist' && set.hubUrl !== undefined ? [link('hub', set.hubUrl)] : [],
   }));
+  if (set.extraEntries !== undefined) entries.push(...set.extraEntries);
   const path = l.path(set.name, 'capabilitylist.xml');
   await writeDocumentFile(path, header('capability-list', {}, links), entries, fsyncOpt(ctx));
   return [path];

@@ -99,6 +99,8 @@ export interface SourceOptions {
   readonly sets?: readonly SetDefinition[];
   /** `describedby` link of the Source Description. */
   readonly describedBy?: string;
+  /** What a set's Capability List advertises besides the four capabilities (notification channels, hub). */
+  readonly capabilityListExtras?: (setName: string) => Pick<SetInfo, 'extraEntries' | 'hubUrl'> | undefined;
   readonly limits?: SourceLimits;
   /** Bytes of the current version of a resource (Resource Dumps); default: the blob copy by sha-256. */
   readonly currentContent?: (r: ResourceRecord) => Promise<import('./dumps.js').Content | 'stale' | undefined>;
@@ -463,7 +465,9 @@ export class Source {
 
   #setInfo(name: string): SetInfo {
     const d = this.#sets.get(name);
-    return d?.describedBy === undefined ? { name } : { name, describedBy: d.describedBy };
+    const base: SetInfo = d?.describedBy === undefined ? { name } : { name, describedBy: d.describedBy };
+    const extras = this.#options.capabilityListExtras?.(name);
+    return extras === undefined ? base : { ...base, ...extras };
   }
 
   async #generate(

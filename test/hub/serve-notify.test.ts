@@ -8,7 +8,10 @@ import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
 import { request } from 'undici';
 import type { NotificationEvent } from '../../src/notify/events.js';
+import { findNotificationEndpoints } from '../../src/notify/follow.js';
 import { findLink } from '../../src/notify/http-util.js';
+import { validateDocument } from '../../src/core/validate.js';
+import { readDocument } from '../../src/xml/index.js';
 import { ChannelClient } from '../../src/notify/websocket-client.js';
 import { WebSubSubscriber } from '../../src/notify/websub-subscriber.js';
 import { cliCommand, drain, EventLog, repoRoot, withTempDir } from '../notify/helpers.js';
@@ -49,6 +52,23 @@ describe('resourcesync serve --hub', () => {
         await res.body.text();
         assert.equal(findLink(res.headers.link as string | undefined, 'hub'), hubUrl);
         assert.equal(findLink(res.headers.link as string | undefined, 'self'), changeList);
+
+        // The Capability List advertises the channels (Example 3.1) and the hub, and is valid.
+        const capabilityList = changeList.replace(/changelist\.xml$/, 'capabilitylist.xml');
+        const capRes = await request(capabilityList);
+        const capDoc = await readDocument(new Uint8Array(await capRes.body.arrayBuffer()));
+        assert.equal(findLink(capRes.headers.link as string | undefined, 'self'), capabilityList);
+        assert.deepEqual(findNotificationEndpoints(capDoc, capabilityList), {
+          changeChannel: channels[0],
+          frameworkChannel: channels[0]!.replace(/change-notification$/, 'framework-notification'),
+          hub: hubUrl,
+          changeTopic: changeList,
+          frameworkTopic: capabilityList,
+        });
+        assert.deepEqual(
+          validateDocument(capDoc, { expectedKind: 'capability-list' }).issues.filter((i) => i.severity === 'error'),
+          [],
+        );
 
         const client = new ChannelClient({ url: channels[0]! });
         ws.push(client);
