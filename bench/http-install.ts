@@ -58,3 +58,32 @@ const sync = await time(
 console.log(
   `  verified install / writeFile: ${(nosync / plain).toFixed(2)}x; fsync costs ${(sync - nosync).toFixed(3)} ms/file`,
 );
+
+// Recording resources in the state database (what a harvester does after each install), batched as in a sync.
+{
+  const { DestinationState } = await import('../src/destination/state.js');
+  const n = 100_000;
+  const recs = Array.from({ length: n }, (_, i) => ({
+    uri: `http://example.org/r/${i}`,
+    path: `example.org/r/${i}`,
+    length: bytes,
+    md5: 'a'.repeat(32),
+    sha256: 'b'.repeat(64),
+    lastmod: '2024-01-01T00:00:00Z',
+    sourceDatetime: '2024-01-01T00:00:00Z',
+  }));
+  const results: number[] = [];
+  for (let r = 0; r < runs; r++) {
+    const dir = await mkdtemp(join(tmpdir(), 'rs-bench-state-'));
+    const state = DestinationState.open(dir);
+    const t0 = performance.now();
+    for (let i = 0; i < n; i += 500) state.putMany(recs.slice(i, i + 500));
+    results.push(n / ((performance.now() - t0) / 1000));
+    state.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+  results.sort((a, b) => a - b);
+  console.log(
+    `  state.putMany (batches of 500):               ${Math.round(results[Math.floor(runs / 2)] as number)} records/s`,
+  );
+}
