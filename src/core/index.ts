@@ -10,3 +10,4 @@ export * from './datetime.js';
 export * from './hash.js';
 export * from './rules.js';
 export * from './validate.js';
+export { type ChildLink, checkLinkedDocument, childLinks, type LinkContext, sameUrl } from './validate-links.js';
