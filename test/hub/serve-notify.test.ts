@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { createServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
 import { request } from 'undici';
@@ -29,6 +30,14 @@ function startCli(args: string[]): { child: ChildProcess; json: EventLog<Record<
     }
   });
   return { child, json };
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
 }
 
 describe('resourcesync serve --hub', () => {
@@ -103,6 +112,70 @@ describe('resourcesync serve --hub', () => {
           else child.once('exit', (c) => resolve(c));
         });
         assert.equal(code, 0);
+      }
+    });
+  });
+  it('publishes to an external hub (hub --topic-prefix, serve --hub-url)', async () => {
+    await withTempDir(async (dir) => {
+      const col = join(dir, 'col');
+      await mkdir(col);
+      await writeFile(join(col, 'a.txt'), 'alpha');
+      const port = await freePort();
+      const base = `http://127.0.0.1:${port}/`;
+      const hubCli = startCli([
+        'hub',
+        '--port',
+        '0',
+        '--db',
+        join(dir, 'hub.db'),
+        '--json',
+        '--topic-prefix',
+        `${base}resourcesync/`,
+      ]);
+      const hubListening = await hubCli.json.waitFor((e) => e.event === 'listening', 20_000, 'hub listening');
+      const hubUrl = String(hubListening.url);
+      const serve = startCli([
+        'serve',
+        col,
+        '--port',
+        String(port),
+        '--json',
+        '--hub-url',
+        hubUrl,
+        '--state',
+        join(dir, 'state'),
+      ]);
+      let sub: WebSubSubscriber | undefined;
+      let pump: Promise<void> | undefined;
+      try {
+        const listening = await serve.json.waitFor((e) => e.event === 'listening', 20_000, 'serve listening');
+        assert.equal(listening.hub, hubUrl);
+        const changeList = `${base}resourcesync/default/changelist.xml`;
+        const res = await request(changeList);
+        await res.body.text();
+        assert.equal(findLink(res.headers.link as string | undefined, 'hub'), hubUrl);
+        sub = await WebSubSubscriber.start({ hubUrl, topicUrl: changeList });
+        const log = new EventLog<NotificationEvent>();
+        pump = drain(sub.events(), log);
+        await hubCli.json.waitFor((e) => e.type === 'subscribed', 10_000, 'subscribed');
+        await writeFile(join(col, 'b.txt'), 'bravo');
+        const got = await log.waitFor(
+          (e) => e.type === 'notification' && e.notification.changes.some((c) => c.uri === `${base}b.txt`),
+          15_000,
+          'notification through the external hub',
+        );
+        assert.equal(got.type, 'notification');
+      } finally {
+        await sub?.close();
+        await pump;
+        for (const c of [serve.child, hubCli.child]) {
+          const exited = new Promise<void>((resolve) => {
+            if (c.exitCode !== null) resolve();
+            else c.once('exit', () => resolve());
+          });
+          c.kill('SIGTERM');
+          await exited;
+        }
       }
     });
   });
