@@ -620,7 +620,7 @@ export async function discover(
           throw new ResourceSyncError('RS_DISCOVERY', 'the Source Description lists no Capability List', {
             url: docUrl,
           });
-        const chosen = chooseSet(sets, options.set, docUrl, tried);
+        const chosen = chooseSet(sets, options.set, docUrl, tried, url);
         if (chosen === undefined) return { sourceDescription: docUrl, sets: listed, tried };
         const set = await loadCapabilityList(chosen.url, chosen.name);
         if (set === undefined)
@@ -793,8 +793,26 @@ function chooseSet(
   wanted: string | undefined,
   docUrl: string,
   tried: string[],
+  startUrl: string,
 ): SetCandidate | undefined {
-  if (wanted === undefined) return sets.length === 1 ? sets[0] : undefined;
+  if (wanted === undefined) {
+    if (sets.length <= 1) return sets[0];
+    // The user's URL points into one set's directory (e.g. http://example.com/dataset1/): that set.
+    let prefix: string | undefined;
+    try {
+      const u = new URL(startUrl);
+      const dir = u.pathname.endsWith('/') ? u.pathname : u.pathname.replace(/[^/]*$/, '');
+      if (dir !== '/' && !dir.endsWith('/.well-known/')) prefix = u.origin + dir;
+    } catch {
+      prefix = undefined;
+    }
+    const inside = prefix === undefined ? [] : sets.filter((s) => s.url.startsWith(prefix as string));
+    if (inside.length === 1) {
+      tried.push(`${docUrl}: chose ${inside[0]?.url} under ${prefix}`);
+      return inside[0];
+    }
+    return undefined;
+  }
   const w = wanted.trim();
   const lower = w.toLowerCase();
   const tiers: ((s: SetCandidate, i: number) => boolean)[] = [

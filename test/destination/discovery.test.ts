@@ -197,6 +197,12 @@ describe('discover', () => {
     assert.equal(r2.sourceDescription, `${base}/.well-known/resourcesync`);
   });
 
+  it("chooses the set whose directory the user's URL points into", async () => {
+    const r = await discover(`${base}/set2/`, client);
+    assert.equal(r.sourceDescription, `${base}/.well-known/resourcesync`);
+    assert.equal(r.set?.url, `${base}/set2/capabilitylist.xml`);
+  });
+
   it('takes a Capability List as it is', async () => {
     const r = await discover(`${base}/set1/capabilitylist.xml`, client);
     assert.equal(r.set?.url, `${base}/set1/capabilitylist.xml`);
