@@ -471,6 +471,9 @@ function sniff(head: Buffer, contentType: string): Sniffed {
 
 /**
  * Discovers a Source's Capability List (and Source Description) from `url` (see the module comment).
+ * Memory: the entries of one Source Description and one Capability List (at most 100,000 each), one HTML
+ * `<head>` or robots.txt (at most `maxHtmlBytes`); other documents are not read past their header.
+ * At most `maxFetches` URLs are fetched, each once.
  *
  * @throws ResourceSyncError `RS_DISCOVERY` saying what was tried when nothing leads to ResourceSync documents,
  *   or when `set` matches no Capability List (or several); `RS_ABORTED`.
