@@ -215,7 +215,10 @@ export class ChannelServer {
   sendTo(ch: ChannelImpl, peer: Peer, data: Buffer): boolean {
     const ws = peer.ws;
     if (peer.closing || ws.readyState !== ws.OPEN) return false;
-    if (ws.bufferedAmount + data.length > this.#maxBufferedBytes || peer.pending >= this.#maxPending) {
+    // Too far behind: the backlog plus this message would pass the bound (a message alone never does: one larger
+    // than the bound still goes to a peer that has nothing waiting).
+    const backlog = ws.bufferedAmount;
+    if ((backlog > 0 && backlog + data.length > this.#maxBufferedBytes) || peer.pending >= this.#maxPending) {
       this.stats.slowClosed++;
       this.#onEvent({ type: 'slow-consumer', path: ch.path, bufferedAmount: ws.bufferedAmount, pending: peer.pending });
       this.#closePeer(peer, CLOSE_TOO_SLOW, TOO_SLOW_REASON);
