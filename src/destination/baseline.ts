@@ -221,7 +221,7 @@ export async function applyListEntry(ctx: SyncContext, entry: Entry, at: string 
     size !== undefined &&
     expected.hashes !== undefined &&
     !ctx.options.dryRun &&
-    (rec === undefined || rec.deleted !== true)
+    (rec === undefined || (rec.deleted !== true && ctx.options.resumed === true))
   ) {
     // A file installed by an interrupted run before it was recorded, or placed by hand: adopt it if it matches.
     try {
@@ -312,7 +312,7 @@ async function applyResourcePackage(
           return;
         }
         try {
-          const r = await ctx.installStream(await pkg.openBitstream(m.md?.path), target, expected);
+          const r = await ctx.installFromPackage(pkg, m.md?.path, target, expected);
           ctx.counts.bytes += r.length;
           await ctx.recorder.put(ctx.record(uri, target, r, m.lastmod, at()), target);
           ctx.count(uri, rec === undefined || size === undefined ? 'created' : 'updated', 'dump');

@@ -28,6 +28,7 @@ import { SMALL_RESOURCE_BYTES, downloadSmall, writeSmallFile } from './small.js'
 import type { DestinationState, ResourceRecord } from './state.js';
 import { createMultiHasher } from '../io/hashing.js';
 import { ensureParentDirectory } from './paths.js';
+import type { DumpPackage } from './dump.js';
 
 /** The part of {@link DestinationState} the operations use. */
 export type StateLike = Pick<
@@ -187,7 +188,12 @@ export interface ContextOptions {
   readonly durability: Durability;
   readonly maxPackageBytes?: number;
   readonly tmpDir: string;
-  /** Small resources (declared length ≤ 256 KiB) are received in memory and written synchronously (default true). */
+  /**
+   * The previous run was interrupted (the journal says so): files may have been installed without being
+   * recorded, so local files are hashed to adopt them instead of fetching them again.
+   */
+  readonly resumed?: boolean;
+  /** Small resources (declared length ≤ 256 KiB) are received in memory (default true). */
   readonly smallFastPath?: boolean;
   readonly signal?: AbortSignal;
 }
@@ -326,39 +332,43 @@ export class SyncContext {
     return { error: lastError };
   }
 
-  /** Installs bytes from a dump package at `target`, verified against `expected`. */
-  async installStream(
-    source: AsyncIterable<Uint8Array>,
+  /**
+   * Installs a file of a dump package at `target`, verified against `expected`: small files are read whole
+   * ({@link DumpPackage.readSmallBitstream}), others streamed.
+   */
+  async installFromPackage(
+    pkg: DumpPackage,
+    path: string | undefined,
+    target: string,
+    expected: ExpectedContent,
+  ): Promise<{ length: number; hashes: Hashes }> {
+    const small = (this.options.smallFastPath ?? true) ? await pkg.readSmallBitstream(path) : undefined;
+    if (small !== undefined) return this.installBytes(small, target, expected);
+    const exp: { length?: number; hashes?: Hashes } = {};
+    if (expected.length !== undefined) exp.length = expected.length;
+    if (expected.hashes !== undefined) exp.hashes = expected.hashes;
+    return installFromStream(await pkg.openBitstream(path), target, exp, {
+      fsync: this.options.durability === 'file',
+      root: this.options.dir,
+    });
+  }
+
+  /** Installs bytes held in memory at `target`, verified against `expected` first. */
+  async installBytes(
+    body: Uint8Array,
     target: string,
     expected: ExpectedContent,
   ): Promise<{ length: number; hashes: Hashes }> {
     const exp: { length?: number; hashes?: Hashes } = {};
     if (expected.length !== undefined) exp.length = expected.length;
     if (expected.hashes !== undefined) exp.hashes = expected.hashes;
-    const fsync = this.options.durability === 'file';
-    if (
-      (this.options.smallFastPath ?? true) &&
-      expected.length !== undefined &&
-      expected.length <= SMALL_RESOURCE_BYTES
-    ) {
-      const chunks: Uint8Array[] = [];
-      let n = 0;
-      for await (const chunk of source) {
-        n += chunk.byteLength;
-        if (n > expected.length)
-          throw new ResourceSyncError('RS_LENGTH_MISMATCH', `more than the ${expected.length} bytes declared`);
-        chunks.push(chunk);
-      }
-      const body = chunks.length === 1 ? (chunks[0] as Uint8Array) : Buffer.concat(chunks);
-      const hasher = createMultiHasher(algorithmsFor(expected));
-      hasher.update(body);
-      const result = { length: n, hashes: hasher.digest() };
-      verify(exp, result);
-      await ensureParentDirectory(this.options.dir, target);
-      await writeSmallFile(target, body, fsync);
-      return result;
-    }
-    return installFromStream(source, target, exp, { fsync, root: this.options.dir });
+    const hasher = createMultiHasher(algorithmsFor(expected));
+    hasher.update(body);
+    const result = { length: body.byteLength, hashes: hasher.digest() };
+    verify(exp, result);
+    await ensureParentDirectory(this.options.dir, target);
+    await writeSmallFile(target, body, this.options.durability === 'file');
+    return result;
   }
 
   /** A record for an installed resource. */
@@ -406,7 +416,7 @@ export async function regularFileSize(path: string): Promise<number | undefined>
 
 /** Hashes a local file to compare it with `expected` (md5 + sha-256, sha-1 when expected has it). */
 export async function hashLocal(path: string, expected: ExpectedContent): Promise<{ length: number; hashes: Hashes }> {
-  return hashFile(path, algorithmsFor(expected));
+  return hashFile(path, algorithmsFor(expected), { bufferSize: 64 * 1024 });
 }
 
 /** A failure record from any thrown value. */

@@ -173,6 +173,7 @@ export class Destination {
       };
       if (o.maxPackageBytes !== undefined) ctxOptions.maxPackageBytes = o.maxPackageBytes;
       if (o.smallFastPath !== undefined) ctxOptions.smallFastPath = o.smallFastPath;
+      if (journal !== undefined) ctxOptions.resumed = true;
       if (o.signal !== undefined) ctxOptions.signal = o.signal;
       const mapperOptions: Parameters<typeof createPathMapper>[0] = {
         root: this.dir,

@@ -17,6 +17,7 @@ import { forEachConcurrent } from './concurrent.js';
 import { type SyncContext, describeError, hashLocal, regularFileSize } from './context.js';
 import { type ChangeDocumentRef, openExpected, readChangeDumpIndex, readChangeListIndex } from './documents.js';
 import { DumpPackage, downloadPackage } from './dump.js';
+import type { ResourceRecord } from './state.js';
 import {
   type ChangePlan,
   ChangeCoalescer,
@@ -26,6 +27,7 @@ import {
   findGap,
   hashesMatchExpected,
   isChangeApplied,
+  isUpToDate,
   selectIntervals,
 } from './plan.js';
 
@@ -230,8 +232,19 @@ async function applyChange(ctx: SyncContext, change: PlannedChange, pkg: DumpPac
   }
   const expected = expectedOf(change.entry);
   const size = await regularFileSize(target);
-  if (size !== undefined && expected.hashes !== undefined && !ctx.options.dryRun) {
-    // Installed by an interrupted run but not recorded yet, or unchanged content: record without fetching.
+  if (size !== undefined && !ctx.options.dryRun && isUpToDate(rec, expected, size)) {
+    // The content the change describes is already here (by recorded hash, or length + lastmod).
+    await ctx.recorder.put({ ...(rec as ResourceRecord), sourceDatetime: change.datetime });
+    ctx.count(uri, 'skipped', from);
+    return;
+  }
+  if (
+    size !== undefined &&
+    expected.hashes !== undefined &&
+    !ctx.options.dryRun &&
+    (rec === undefined || ctx.options.resumed === true)
+  ) {
+    // Installed by an interrupted run but not recorded yet: record it without fetching.
     try {
       const local = await hashLocal(target, expected);
       if (hashesMatchExpected(expected, local)) {
@@ -251,7 +264,7 @@ async function applyChange(ctx: SyncContext, change: PlannedChange, pkg: DumpPac
   let result: { length: number; hashes: import('../core/hash.js').Hashes } | { error: unknown };
   if (pkg !== undefined) {
     try {
-      result = await ctx.installStream(await pkg.openBitstream(change.entry.md?.path), target, expected);
+      result = await ctx.installFromPackage(pkg, change.entry.md?.path, target, expected);
     } catch (e) {
       if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
       result = { error: e };

@@ -11,7 +11,21 @@
  * @module
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, rename, renameSync, unlink, unlinkSync, writeFile, writeSync } from 'node:fs';
+import {
+  close,
+  closeSync,
+  fdatasync,
+  fsyncSync,
+  open,
+  openSync,
+  rename,
+  renameSync,
+  unlink,
+  unlinkSync,
+  write,
+  writeFile,
+  writeSync,
+} from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { HashAlgorithm } from '../core/constants.js';
 import { ResourceSyncError } from '../core/errors.js';
@@ -121,18 +135,33 @@ export function writeFileAtomicSync(target: string, body: Uint8Array, fsync: boo
 
 /**
  * Writes `body` next to `target` and renames it over `target`: `writeFile` (flag `wx`) and `rename` on the thread
- * pool; with `fsync`, {@link writeFileAtomicSync}. The temporary file is removed on failure.
+ * pool; with `fsync`, open / write / fdatasync / close on the thread pool. The temporary file is removed on
+ * failure.
  */
 export async function writeSmallFile(target: string, body: Uint8Array, fsync: boolean): Promise<void> {
-  if (fsync) {
-    writeFileAtomicSync(target, body, true);
-    return;
-  }
   const tmp = smallTempPath(target);
   try {
-    await new Promise<void>((resolve, reject) =>
-      writeFile(tmp, body, { flag: 'wx', mode: 0o644 }, (e) => (e === null ? resolve() : reject(e))),
-    );
+    if (!fsync) {
+      await new Promise<void>((resolve, reject) =>
+        writeFile(tmp, body, { flag: 'wx', mode: 0o644 }, (e) => (e === null ? resolve() : reject(e))),
+      );
+    } else {
+      // open, write, fdatasync, close: each on the thread pool, so several files are flushed at once.
+      const fd = await new Promise<number>((resolve, reject) =>
+        open(tmp, 'wx', 0o644, (e, fd) => (e === null ? resolve(fd) : reject(e))),
+      );
+      try {
+        let off = 0;
+        while (off < body.byteLength) {
+          off += await new Promise<number>((resolve, reject) =>
+            write(fd, body, off, body.byteLength - off, null, (e, n) => (e === null ? resolve(n) : reject(e))),
+          );
+        }
+        await new Promise<void>((resolve, reject) => fdatasync(fd, (e) => (e === null ? resolve() : reject(e))));
+      } finally {
+        await new Promise<void>((resolve) => close(fd, () => resolve()));
+      }
+    }
     await new Promise<void>((resolve, reject) => rename(tmp, target, (e) => (e === null ? resolve() : reject(e))));
   } catch (e) {
     await new Promise<void>((resolve) => unlink(tmp, () => resolve()));

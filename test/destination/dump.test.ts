@@ -98,6 +98,10 @@ describe('dump packages', () => {
         for await (const _ of await pkg.openBitstream('/a.txt'));
       };
       await assert.rejects(read(), (e) => isResourceSyncError(e, 'RS_ZIP') && /CRC-32/.test(e.message));
+      await assert.rejects(
+        pkg.readSmallBitstream('/a.txt'),
+        (e) => isResourceSyncError(e, 'RS_ZIP') && /CRC-32/.test(e.message),
+      );
     } finally {
       await pkg.close();
     }
@@ -106,6 +110,19 @@ describe('dump packages', () => {
     const chunks: Uint8Array[] = [];
     for await (const c of await good.openBitstream('/a.txt')) chunks.push(c);
     assert.equal(Buffer.concat(chunks).toString(), 'original content');
+    assert.equal(Buffer.from((await good.readSmallBitstream('/a.txt'))!).toString(), 'original content');
+    assert.equal(await good.readSmallBitstream('/a.txt', 4), undefined, 'larger than the limit: stream it');
+    // A deflated file (yazl compresses files over 512 bytes here).
+    await writeFile(
+      join(dir, 'big.zip'),
+      await buildZip([
+        ['manifest.xml', Buffer.from('<urlset/>')],
+        ['b.txt', Buffer.alloc(5000, 'b')],
+      ]),
+    );
+    const big = await DumpPackage.open(join(dir, 'big.zip'));
+    assert.deepEqual(Buffer.from((await big.readSmallBitstream('/b.txt'))!), Buffer.alloc(5000, 'b'));
+    await big.close();
     await good.close();
   });
 
