@@ -1,6 +1,6 @@
 /**
  * W3C Datetime (https://www.w3.org/TR/NOTE-datetime), the profile of ISO 8601 the standard uses for `at`,
- * `completed`, `from`, `until`, `datetime`, `modified` and `<lastmod>` (§4.1.1, §4.1.2).
+ * `completed`, `from`, `until`, `datetime`, `modified` and `<lastmod>` (§7, Table 3).
  *
  * Granularities: `YYYY`, `YYYY-MM`, `YYYY-MM-DD`, `YYYY-MM-DDThh:mmTZD`, `YYYY-MM-DDThh:mm:ssTZD`,
  * `YYYY-MM-DDThh:mm:ss.sTZD` where TZD is `Z` or `±hh:mm`. A time always carries a zone designator.
@@ -20,7 +20,7 @@ export interface W3CDatetime {
   /** UTC epoch milliseconds of the earliest instant the value denotes (fractions beyond ms are truncated). */
   readonly ms: number;
   readonly precision: DatetimePrecision;
-  /** True when the value is a full UTC time `...Z` (what §4.1.1 recommends). */
+  /** True when the value is a full UTC time `...Z` (what §7 recommends). */
   readonly utc: boolean;
   readonly text: string;
 }
@@ -143,7 +143,7 @@ export function compareDatetimes(a: string, b: string): number {
 
 /**
  * Formats an instant as `YYYY-MM-DDThh:mm:ssZ`, with `.sss` only when the milliseconds are not zero
- * (the form §4.1.1 recommends).
+ * (the form §7 recommends).
  *
  * @example
  * ```ts

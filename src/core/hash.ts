@@ -1,5 +1,5 @@
 /**
- * The `hash` attribute of `rs:md` and `rs:ln` (§4.1.1, Table 3): a whitespace-separated list of
+ * The `hash` attribute of `rs:md` and `rs:ln` (§7, Table 3): a whitespace-separated list of
  * `algorithm:hexdigest` values, e.g. `md5:1e0d5cb8ef6ba40c99b14c0237be735e sha-256:854f61...`.
  * The algorithm names are those of the IANA "Hash Function Textual Names" registry (md5, sha-1, sha-256).
  *

@@ -13,13 +13,13 @@
  */
 import type { ChangeType } from './constants.js';
 
-/** Root element of a document (§4.1): `<urlset>` for lists and manifests, `<sitemapindex>` for indexes. */
+/** Root element of a document (§7, Table 2): `<urlset>` for lists and manifests, `<sitemapindex>` for indexes. */
 export type RootElement = 'urlset' | 'sitemapindex';
-/** Entry element: `<url>` in a `<urlset>`, `<sitemap>` in a `<sitemapindex>` (§4.1). */
+/** Entry element: `<url>` in a `<urlset>`, `<sitemap>` in a `<sitemapindex>` (§7, Table 2). */
 export type EntryElement = 'url' | 'sitemap';
 
 /**
- * The kind of a document, from its root element and the `capability` of its `rs:md` (§7, Table 1; N-§3–§5).
+ * The kind of a document, from its root element and the `capability` of its `rs:md` (§6.1 Table 1, §7; N-§3–§5).
  * `unknown` when neither tells (a plain Sitemap, or a missing capability).
  */
 export type DocumentKind =
@@ -41,7 +41,7 @@ export type DocumentKind =
   | 'sitemap-index'
   | 'unknown';
 
-/** An attribute from a namespace other than ResourceSync's, kept for the round trip (§4.1). */
+/** An attribute from a namespace other than ResourceSync's, kept for the round trip (§7). */
 export interface ExtensionAttribute {
   /** Namespace URI ('' for no namespace, which the standard does not allow on `rs:*` elements). */
   readonly ns: string;
@@ -62,12 +62,12 @@ export interface ExtensionElement {
 }
 
 /**
- * `<rs:md>`: metadata about the document (at its root) or about a resource (in an entry) (§4.1.1, Table 3).
+ * `<rs:md>`: metadata about the document (at its root) or about a resource (in an entry) (§7, Table 3).
  * All fields optional; which ones are required depends on the document kind (see `validate.ts`).
  */
 export interface Metadata {
   capability?: string;
-  /** W3C Datetime: start of the snapshot (§4.1.1, Appendix A). */
+  /** W3C Datetime: start of the snapshot (§7, Appendix A). */
   at?: string;
   /** W3C Datetime: end of the snapshot. */
   completed?: string;
@@ -87,7 +87,7 @@ export interface Metadata {
   type?: string;
   /** Content encoding (RFC 7231 §3.1.2.2). */
   encoding?: string;
-  /** Path of the bitstream inside a dump package (manifests, §11.2, §13.2), with a leading `/`. */
+  /** Path of the bitstream inside a dump package (manifests, §11.1.1, §13.1.1), with a leading `/`. */
   path?: string;
   /** Attributes from other namespaces. */
   extensions?: ExtensionAttribute[];
@@ -95,7 +95,7 @@ export interface Metadata {
   invalid?: Record<string, string>;
 }
 
-/** `<rs:ln>`: a link to a related resource (§4.1.2, Table 3). `rel` and `href` are mandatory. */
+/** `<rs:ln>`: a link to a related resource (§7, Table 3). `rel` and `href` are mandatory. */
 export interface Link {
   rel: string;
   href: string;
@@ -104,7 +104,7 @@ export interface Link {
   /** W3C Datetime of the last modification of the linked resource. */
   modified?: string;
   path?: string;
-  /** Priority, 1 (highest) to 999,999 (§4.1.2). */
+  /** Priority, 1 (highest) to 999,999 (§7, Table 3). */
   pri?: number;
   type?: string;
   encoding?: string;
@@ -112,7 +112,7 @@ export interface Link {
   invalid?: Record<string, string>;
 }
 
-/** A `<url>` (or `<sitemap>` in an index) with its resource's metadata and links (§4.1). */
+/** A `<url>` (or `<sitemap>` in an index) with its resource's metadata and links (§7). */
 export interface Entry {
   /** Which element carried the entry; a `<url>` in a `<sitemapindex>` is a validation error. */
   element: EntryElement;
@@ -181,7 +181,7 @@ const URLSET_KINDS: Record<string, DocumentKind> = {
 };
 
 /**
- * The document kind from the root element and the root `rs:md` capability (§7 Table 1, §4.1).
+ * The document kind from the root element and the root `rs:md` capability (§6.1 Table 1, §7 Table 2).
  * A `<urlset>` without a capability is `sitemap` (possibly a notification payload, which has no root `rs:md`
  * in N-§4–§5: use {@link notificationKind} on its first entry to tell).
  */

@@ -1,5 +1,5 @@
 /**
- * Hashing of byte streams in one pass, for every algorithm at once (md5, sha-1, sha-256: §4.1.1).
+ * Hashing of byte streams in one pass, for every algorithm at once (md5, sha-1, sha-256: §7).
  *
  * @module
  */
