@@ -101,6 +101,7 @@ export async function runPublish(options: PublishOptions): Promise<number> {
       scanOnOpen: false,
       limits,
       ...(options.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
+      ...(options.dumps === false ? { capabilities: ['resourcelist', 'changelist'] as const } : {}),
       onWarning: (m) => {
         warnings++;
         clearLine();
@@ -113,7 +114,7 @@ export async function runPublish(options: PublishOptions): Promise<number> {
     const scan = await source.scan();
     clearLine();
     if (progress) stderr('writing documents...');
-    const report = await source.source.generateAll({ dumps: options.dumps !== false });
+    const report = await source.source.generateAll();
     clearLine();
     const copied = options.copyResources === true ? await copyResources(source, out) : 0;
     const stats = await source.stats();

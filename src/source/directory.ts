@@ -49,6 +49,8 @@ export interface DirectorySourceOptions {
   /** Bound of kept bitstream versions for Change Dumps (default 1 GiB; 0 keeps none). */
   readonly blobMaxBytes?: number;
   readonly describedBy?: string;
+  /** Capabilities each set offers (default: all four). */
+  readonly capabilities?: SourceOptions['capabilities'];
   /** What a set's Capability List advertises besides the four capabilities (notification channels, hub). */
   readonly capabilityListExtras?: SourceOptions['capabilityListExtras'];
   /** fsync generated files (default true). */
@@ -178,6 +180,7 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
           ? { sets: [{ name: 'default' }] }
           : {}),
       ...(options.describedBy === undefined ? {} : { describedBy: options.describedBy }),
+      ...(options.capabilities === undefined ? {} : { capabilities: options.capabilities }),
       ...(options.capabilityListExtras === undefined ? {} : { capabilityListExtras: options.capabilityListExtras }),
       ...(options.limits === undefined ? {} : { limits: options.limits }),
       ...(options.fsync === undefined ? {} : { fsync: options.fsync }),

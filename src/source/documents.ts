@@ -24,6 +24,11 @@ import { partName, type SiteLayout } from './layout.js';
 import { resourceUrl } from './paths.js';
 import type { ChangeListPart, ChangeRecord, ResourceRecord, StoreSnapshot } from './store.js';
 
+/** The capabilities a set can offer (§9). */
+export type SetCapability = 'resourcelist' | 'resourcedump' | 'changelist' | 'changedump';
+/** All of them, in Capability List order. */
+export const SET_CAPABILITIES: readonly SetCapability[] = ['resourcelist', 'resourcedump', 'changelist', 'changedump'];
+
 /** Configuration of a set of resources (one Capability List). */
 export interface SetInfo {
   readonly name: string;
@@ -31,6 +36,8 @@ export interface SetInfo {
   readonly describedBy?: string;
   /** More Capability List entries, e.g. the notification channels (N-§3, Example 3.1). */
   readonly extraEntries?: readonly Entry[];
+  /** Capabilities the set offers (default: all four). */
+  readonly capabilities?: readonly SetCapability[];
   /** A WebSub hub for the set's notifications: `<rs:ln rel="hub">` on the Capability List and its `changelist` entry. */
   readonly hubUrl?: string;
 }
@@ -110,7 +117,8 @@ export async function writeCapabilityList(ctx: GenerationContext, set: SetInfo):
   if (set.describedBy !== undefined) links.push(link('describedby', set.describedBy));
   links.push(link('up', l.sourceDescriptionUrl));
   if (set.hubUrl !== undefined) links.push(link('hub', set.hubUrl));
-  const entries: Entry[] = (['resourcelist', 'resourcedump', 'changelist', 'changedump'] as const).map((cap) => ({
+  const offered = set.capabilities ?? SET_CAPABILITIES;
+  const entries: Entry[] = SET_CAPABILITIES.filter((cap) => offered.includes(cap)).map((cap) => ({
     element: 'url',
     loc: l.url(set.name, `${cap}.xml`),
     md: { capability: cap },

@@ -12,6 +12,7 @@ export {
   openDirectorySource,
   type SetConfig,
 } from './directory.js';
+export { SET_CAPABILITIES, type SetCapability } from './documents.js';
 export type { Content, ContentProvider, DumpLimits } from './dumps.js';
 export { DOCUMENTS_DIR, SiteLayout } from './layout.js';
 export { encodePath, parseBaseUrl, requestRelativePath, resourceUrl } from './paths.js';

@@ -22,6 +22,8 @@ import type { BlobStore } from './blobs.js';
 import {
   type GenerationContext,
   removeFiles,
+  SET_CAPABILITIES,
+  type SetCapability,
   type SetInfo,
   writeCapabilityList,
   writeChangeLists,
@@ -99,6 +101,8 @@ export interface SourceOptions {
   readonly sets?: readonly SetDefinition[];
   /** `describedby` link of the Source Description. */
   readonly describedBy?: string;
+  /** Capabilities each set offers (default: all four); documents of the others are not generated or served. */
+  readonly capabilities?: readonly SetCapability[];
   /** What a set's Capability List advertises besides the four capabilities (notification channels, hub). */
   readonly capabilityListExtras?: (setName: string) => Pick<SetInfo, 'extraEntries' | 'hubUrl'> | undefined;
   readonly limits?: SourceLimits;
@@ -143,7 +147,8 @@ export type EffectiveLimits = Readonly<Required<Omit<SourceLimits, 'changeListPe
   readonly changeListPeriodMs?: number;
 };
 
-const GROUPS: readonly GroupKind[] = ['capabilitylist', 'resourcelist', 'changelist', 'resourcedump', 'changedump'];
+/** Generation order of `generateAll`: what a document links to exists before it (§4: nothing advertised early). */
+const GROUPS: readonly GroupKind[] = ['resourcelist', 'changelist', 'resourcedump', 'changedump', 'capabilitylist'];
 
 interface GroupState {
   /** Version of the set the files were built from. */
@@ -442,6 +447,11 @@ export class Source {
     return p;
   }
 
+  #offers(group: GroupKind): boolean {
+    if (group === 'description' || group === 'capabilitylist') return true;
+    return (this.#options.capabilities ?? SET_CAPABILITIES).includes(group);
+  }
+
   #mainPath(group: GroupKind, setName: string | undefined): string {
     return group === 'description' ? this.layout.sourceDescriptionPath : this.layout.path(setName!, `${group}.xml`);
   }
@@ -465,7 +475,11 @@ export class Source {
 
   #setInfo(name: string): SetInfo {
     const d = this.#sets.get(name);
-    const base: SetInfo = d?.describedBy === undefined ? { name } : { name, describedBy: d.describedBy };
+    const base: SetInfo = {
+      name,
+      ...(d?.describedBy === undefined ? {} : { describedBy: d.describedBy }),
+      ...(this.#options.capabilities === undefined ? {} : { capabilities: this.#options.capabilities }),
+    };
     const extras = this.#options.capabilityListExtras?.(name);
     return extras === undefined ? base : { ...base, ...extras };
   }
@@ -584,6 +598,7 @@ export class Source {
     const target = this.layout.resolve(pathname);
     if (target === undefined) return undefined;
     if (target.setName !== undefined && !this.#sets.has(target.setName)) return undefined;
+    if (!this.#offers(target.group)) return undefined;
     const isPackage = target.file.endsWith('.zip') || target.file.endsWith('-manifest.xml');
     if (!isPackage) await this.ensure(target.group, target.setName, true);
     else {
@@ -604,11 +619,10 @@ export class Source {
    * Generates every document and dump (for `publish`), then removes files of earlier generations that no
    * document lists any more.
    */
-  async generateAll(options: { readonly dumps?: boolean } = {}): Promise<GenerationReport> {
-    const dumps = options.dumps ?? true;
+  async generateAll(): Promise<GenerationReport> {
     for (const s of this.setNames())
       for (const g of GROUPS) {
-        if (!dumps && (g === 'resourcedump' || g === 'changedump')) continue;
+        if (!this.#offers(g)) continue;
         await this.ensure(g, s);
       }
     await this.ensure('description');

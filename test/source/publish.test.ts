@@ -123,6 +123,31 @@ describe('resourcesync publish', () => {
     }
   });
 
+  it('with --no-dumps, advertises and writes no dump', async () => {
+    const { dir, cleanup } = await tempDir();
+    try {
+      const coll = join(dir, 'coll');
+      await mkdir(coll);
+      await writeFile(join(coll, 'f.txt'), 'f');
+      const out = join(dir, 'site');
+      const args = { dir: coll, out, baseUrl: 'http://localhost/', dumps: false, progress: false, ...sink(capture()) };
+      assert.equal(await runPublish(args), 0);
+      const { docs, packages } = await crawl(staticSite(out), 'http://localhost/.well-known/resourcesync');
+      const cap = docs.find((d) => d.doc.kind === 'capability-list')!;
+      assert.deepEqual(
+        cap.doc.entries.map((e) => e.md?.capability),
+        ['resourcelist', 'changelist'],
+      );
+      assert.equal(packages.length, 0);
+      assert.equal(
+        await stat(join(out, 'resourcesync', 'default', 'resourcedump.xml')).catch(() => undefined),
+        undefined,
+      );
+    } finally {
+      await cleanup();
+    }
+  });
+
   it('has complete --help and is registered in the program', async () => {
     const chunks: string[] = [];
     const write = process.stdout.write.bind(process.stdout);
