@@ -62,10 +62,12 @@ describe('documents of a directory Source', () => {
       'resource-list-index',
       'resource-list',
       'resource-dump',
+      'resource-dump-index',
       'resource-dump-manifest',
       'change-list-index',
       'change-list',
       'change-dump',
+      'change-dump-index',
       'change-dump-manifest',
     ] as const)
       assert.ok(kinds.has(k), `a ${k} is emitted`);
