@@ -32,10 +32,12 @@
  *
  * @module
  */
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { constants as zlibConstants, createGzip } from 'node:zlib';
 import { ResourceSyncError } from '../core/errors.js';
@@ -123,6 +125,8 @@ export interface SourceServer {
 }
 
 const ALLOW = 'GET, HEAD';
+/** Files up to this size are read whole (synchronously) and written at once, not streamed. */
+const SMALL_BODY_BYTES = 64 * 1024;
 
 /**
  * Creates the HTTP server of a Source.
@@ -261,20 +265,24 @@ export function createSourceServer(
       sendText(res, method, 200, body, false);
       return;
     }
-    const selected = await select(site, pathname, method, target);
-    if (selected === undefined) {
-      sendText(res, method, 404, `Not Found: ${pathname}`);
-      return;
+    // A generated file can be replaced by a newer generation (and a collection file deleted) between the
+    // lookup and the open: then the Source is asked once more.
+    for (let attempt = 1; ; attempt++) {
+      const selected = await select(site, pathname);
+      if (selected === undefined) {
+        sendText(res, method, 404, `Not Found: ${pathname}`);
+        return;
+      }
+      const { file, kind } = selected;
+      const capabilityList = kind === 'resource' ? site.capabilityListUrl(resourcePathOf(pathname)) : undefined;
+      const sent = await sendFile(req, res, method, file, kind, capabilityList);
+      if (sent !== 'gone') return;
+      if (attempt >= 2) {
+        options.onError?.(new ResourceSyncError('RS_IO', `cannot open ${file.path}: it vanished`), { method, target });
+        sendText(res, method, 404, `Not Found: ${pathname}`);
+        return;
+      }
     }
-    const { file, kind, handle } = selected;
-    let capabilityList: string | undefined;
-    try {
-      capabilityList = kind === 'resource' ? site.capabilityListUrl(resourcePathOf(pathname)) : undefined;
-    } catch (e) {
-      await handle.close();
-      throw e;
-    }
-    await sendFile(req, res, method, file, kind, capabilityList, handle);
   }
 
   /** The resource a pathname names: with `directoryIndex`, `/dir/` names `/dir/<index>`. */
@@ -284,36 +292,24 @@ export function createSourceServer(
       : pathname;
   }
 
-  /**
-   * The document or resource for a pathname, opened. A generated file can be replaced by a newer generation
-   * (and a collection file deleted) between the lookup and the open: then the Source is asked once more.
-   */
+  /** The document, else the resource, a pathname names. */
   async function select(
     site: SourceSite,
     pathname: string,
-    method: string,
-    target: string,
-  ): Promise<{ file: SiteFile; kind: 'document' | 'resource'; handle: FileHandle } | undefined> {
-    for (let attempt = 1; ; attempt++) {
-      let file = await site.document(pathname);
-      let kind: 'document' | 'resource' = 'document';
-      if (file === undefined) {
-        // Hidden segments are never resources (documents such as /.well-known/resourcesync were looked up first).
-        if (hasHiddenSegment(pathname)) return undefined;
-        file = await site.resource(resourcePathOf(pathname));
-        kind = 'resource';
-        if (file === undefined) return undefined;
-      }
-      try {
-        return { file, kind, handle: await open(file.path, 'r') };
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === 'ENOENT' && attempt < 2) continue;
-        options.onError?.(new ResourceSyncError('RS_IO', `cannot open ${file.path}`, { cause: e }), { method, target });
-        return undefined;
-      }
-    }
+  ): Promise<{ file: SiteFile; kind: 'document' | 'resource' } | undefined> {
+    const doc = await site.document(pathname);
+    if (doc !== undefined) return { file: doc, kind: 'document' };
+    // Hidden segments are never resources (documents such as /.well-known/resourcesync were looked up first).
+    if (hasHiddenSegment(pathname)) return undefined;
+    const resource = await site.resource(resourcePathOf(pathname));
+    return resource === undefined ? undefined : { file: resource, kind: 'resource' };
   }
 
+  /**
+   * Answers with `file`. The file is opened only when bytes are needed (not for a 304 or 412, unless an HTML
+   * link must be placed first). Returns 'gone' when it vanished before anything was sent (the caller looks
+   * it up again).
+   */
   async function sendFile(
     req: IncomingMessage,
     res: ServerResponse,
@@ -321,28 +317,59 @@ export function createSourceServer(
     file: SiteFile,
     kind: 'document' | 'resource',
     capabilityList: string | undefined,
-    handle: FileHandle,
-  ): Promise<void> {
-    try {
-      const size = (await handle.stat()).size;
-      if (size !== file.length) {
-        // The file changed after the Source recorded it; its ETag and length would be wrong. The watcher
-        // records the change shortly; ask the client to come back.
-        res.setHeader('Retry-After', '1');
-        sendText(res, method, 503, `Service Unavailable: ${req.url ?? ''} is changing, retry shortly`);
-        return;
+  ): Promise<'sent' | 'gone'> {
+    let handle: FileHandle | undefined;
+    let opened: Opened | undefined;
+    const linkBefore = res.getHeader('Link');
+    /**
+     * Opens the file once (a small one is read whole, synchronously: microseconds on a local disk, far less
+     * than four round trips through the thread pool); 'gone' when it no longer exists, 'changed' when it no
+     * longer has the recorded length (it would not match its ETag).
+     */
+    const openFile = async (): Promise<Opened | 'gone' | 'changed'> => {
+      if (opened !== undefined) return opened;
+      try {
+        if (file.length <= SMALL_BODY_BYTES) {
+          const data = readSmallFile(file.path, file.length);
+          if (data === undefined) return 'changed';
+          opened = { data };
+          return opened;
+        }
+        handle = await open(file.path, 'r');
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT') return 'gone';
+        throw e;
       }
+      if ((await handle.stat()).size !== file.length) return 'changed';
+      opened = { handle };
+      return opened;
+    };
+    const changing = () => {
+      // The watcher records the change shortly; ask the client to come back.
+      res.setHeader('Retry-After', '1');
+      sendText(res, method, 503, `Service Unavailable: ${req.url ?? ''} is changing, retry shortly`);
+    };
+    try {
       let plan: Segment[] = [{ kind: 'file', start: 0, end: file.length }];
       let etag = file.etag;
       const alsoMatches: string[] = [];
       if (kind === 'resource' && capabilityList !== undefined) {
-        // Appended: a request handler mounted before this one (notifications) may have set Link values too.
-        res.appendHeader('Link', `<${capabilityList}>; rel="resourcesync"`);
         if (options.htmlLinks === true && isHtml(file.contentType)) {
+          const h = await openFile();
+          if (h === 'gone') return 'gone';
+          if (h === 'changed') {
+            changing();
+            return 'sent';
+          }
           const prefixLength = Math.min(HTML_PREFIX_BYTES, file.length);
-          const prefix = Buffer.alloc(prefixLength);
-          const { bytesRead } = await handle.read(prefix, 0, prefixLength, 0);
-          const at = findHeadInsertion(prefix.subarray(0, bytesRead));
+          let prefix: Buffer;
+          if ('data' in h) prefix = h.data.subarray(0, prefixLength);
+          else {
+            prefix = Buffer.alloc(prefixLength);
+            const { bytesRead } = await h.handle.read(prefix, 0, prefixLength, 0);
+            prefix = prefix.subarray(0, bytesRead);
+          }
+          const at = findHeadInsertion(prefix);
           if (at !== undefined) {
             const link = Buffer.from(resourceSyncLinkElement(capabilityList), 'utf8');
             plan = [
@@ -353,6 +380,8 @@ export function createSourceServer(
             etag = deriveEtag(file.etag, `rsl${shortTag(capabilityList)}`);
           }
         }
+        // Appended: a request handler mounted before this one (notifications) may have set Link values too.
+        res.appendHeader('Link', `<${capabilityList}>; rel="resourcesync"`);
       }
       const length = segmentsLength(plan);
       const rangeHeader = req.headers.range;
@@ -389,12 +418,28 @@ export function createSourceServer(
         res.removeHeader('Accept-Ranges');
         res.writeHead(304);
         res.end();
-        return;
+        return 'sent';
       }
       if (outcome === 'precondition-failed') {
         res.removeHeader('Accept-Ranges');
         sendText(res, method, 412, `Precondition Failed: ${req.url ?? ''}`);
-        return;
+        return 'sent';
+      }
+
+      const h = await openFile();
+      if (h === 'gone') {
+        // Undo this attempt's headers (a handler mounted before ours may have set a Link value: keep that).
+        for (const name of ['content-type', 'etag', 'last-modified', 'cache-control', 'vary', 'accept-ranges']) {
+          res.removeHeader(name);
+        }
+        if (linkBefore === undefined) res.removeHeader('Link');
+        else res.setHeader('Link', linkBefore);
+        return 'gone';
+      }
+      if (h === 'changed') {
+        for (const name of ['etag', 'last-modified', 'accept-ranges', 'content-type', 'vary']) res.removeHeader(name);
+        changing();
+        return 'sent';
       }
 
       let status = 200;
@@ -402,9 +447,9 @@ export function createSourceServer(
         const r = evaluateRange(rangeHeader, length);
         if (r.kind === 'unsatisfiable') {
           res.setHeader('Content-Range', formatUnsatisfiedRange(length));
-          for (const h of ['ETag', 'Last-Modified', 'Accept-Ranges', 'Content-Type']) res.removeHeader(h);
+          for (const name of ['ETag', 'Last-Modified', 'Accept-Ranges', 'Content-Type']) res.removeHeader(name);
           sendText(res, method, 416, `Range Not Satisfiable: ${rangeHeader} (length ${length})`);
-          return;
+          return 'sent';
         }
         if (r.kind === 'single') {
           status = 206;
@@ -414,48 +459,71 @@ export function createSourceServer(
       }
 
       if (gzip) {
-        res.setHeader('Content-Encoding', 'gzip');
-        const cached = options.gzipCache?.lookup(file);
-        // Evicted between lookup and open: compress on the fly instead.
-        const cachedHandle = cached && (await open(cached.path, 'r').catch(() => undefined));
-        if (cached && cachedHandle) {
-          try {
-            res.setHeader('Content-Length', cached.length);
-            res.writeHead(status);
-            if (method === 'HEAD') res.end();
-            else await pipeline(cachedHandle.createReadStream({ autoClose: false }), res);
-          } finally {
-            await cachedHandle.close();
-          }
-          return;
-        }
+        await sendGzip(res, method, status, file, h);
+        return 'sent';
+      }
+      const bodyLength = segmentsLength(plan);
+      res.setHeader('Content-Length', bodyLength);
+      if (method === 'HEAD' || bodyLength === 0) {
         res.writeHead(status);
-        if (method === 'HEAD') {
-          res.end();
-          return;
-        }
-        const stream = handle.createReadStream({ start: 0, end: Math.max(0, file.length - 1), autoClose: false });
-        await pipeline(stream, createGzip({ level: gzipLevel, flush: zlibConstants.Z_NO_FLUSH }), res);
-        return;
-      }
-      res.setHeader('Content-Length', segmentsLength(plan));
-      res.writeHead(status);
-      if (method === 'HEAD' || segmentsLength(plan) === 0) {
         res.end();
-        return;
+        return 'sent';
       }
+      if ('data' in h) {
+        // A small file: one write (memory: SMALL_BODY_BYTES plus an injected link).
+        res.writeHead(status);
+        res.end(materialize(plan, h.data));
+        return 'sent';
+      }
+      res.writeHead(status);
       const only = plan.length === 1 ? plan[0] : undefined;
       if (only?.kind === 'file') {
-        await pipeline(handle.createReadStream({ start: only.start, end: only.end - 1, autoClose: false }), res);
+        await pipeline(h.handle.createReadStream({ start: only.start, end: only.end - 1, autoClose: false }), res);
       } else {
-        await pipeline(streamSegments(handle, plan), res);
+        await pipeline(streamSegments(h.handle, plan), res);
       }
+      return 'sent';
     } catch (e) {
-      if (isClientGone(e, res)) return;
+      if (isClientGone(e, res)) return 'sent';
       throw e;
     } finally {
-      await handle.close();
+      await handle?.close();
     }
+  }
+
+  /** A gzip-encoded XML document: from the cache of compressed copies when there is one, else on the fly. */
+  async function sendGzip(
+    res: ServerResponse,
+    method: string,
+    status: number,
+    file: SiteFile,
+    source: Opened,
+  ): Promise<void> {
+    res.setHeader('Content-Encoding', 'gzip');
+    const cached = options.gzipCache?.lookup(file);
+    // Evicted between lookup and open: compress on the fly instead.
+    const cachedHandle = cached && (await open(cached.path, 'r').catch(() => undefined));
+    if (cached && cachedHandle) {
+      try {
+        res.setHeader('Content-Length', cached.length);
+        res.writeHead(status);
+        if (method === 'HEAD') res.end();
+        else await pipeline(cachedHandle.createReadStream({ autoClose: false }), res);
+      } finally {
+        await cachedHandle.close();
+      }
+      return;
+    }
+    res.writeHead(status);
+    if (method === 'HEAD') {
+      res.end();
+      return;
+    }
+    const stream =
+      'data' in source
+        ? Readable.from([source.data])
+        : source.handle.createReadStream({ start: 0, end: Math.max(0, file.length - 1), autoClose: false });
+    await pipeline(stream, createGzip({ level: gzipLevel, flush: zlibConstants.Z_NO_FLUSH }), res);
   }
 
   function listen(port = 0, host = '127.0.0.1'): Promise<ListeningAddress> {
@@ -508,6 +576,32 @@ export function createSourceServer(
   }
 
   return { httpServer: server, listen, close };
+}
+
+/** An opened file: a small one read whole, or a handle to stream from. */
+type Opened = { readonly data: Buffer } | { readonly handle: FileHandle };
+
+/** Reads a small file whole, synchronously; undefined when its length is no longer `length`. */
+function readSmallFile(path: string, length: number): Buffer | undefined {
+  const fd = openSync(path, 'r');
+  try {
+    if (fstatSync(fd).size !== length) return undefined;
+    const data = Buffer.allocUnsafe(length);
+    let at = 0;
+    while (at < length) {
+      const n = readSync(fd, data, at, length - at, at);
+      if (n === 0) return undefined;
+      at += n;
+    }
+    return data;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The bytes a body plan stands for, with file segments taken from `data` (the whole file). */
+function materialize(plan: readonly Segment[], data: Buffer): Buffer {
+  return Buffer.concat(plan.map((seg) => (seg.kind === 'file' ? data.subarray(seg.start, seg.end) : seg.data)));
 }
 
 /** A request header as one string (repeated fields joined with ", "). */

@@ -49,7 +49,8 @@ function waitForEvent(r: Run, name: string, timeoutMs = 60_000): Promise<Record<
       timeoutMs,
     );
     const check = () => {
-      for (const line of r.stdout().split('\n')) {
+      // Complete lines only (the last element is the unfinished one).
+      for (const line of r.stdout().split('\n').slice(0, -1)) {
         if (!line.startsWith('{')) continue;
         const obj = JSON.parse(line) as Record<string, unknown>;
         if (obj.event === name) {
@@ -61,6 +62,7 @@ function waitForEvent(r: Run, name: string, timeoutMs = 60_000): Promise<Record<
       }
     };
     r.child.stdout!.on('data', check);
+    check(); // it may have been printed already
     void r.exit.then((code) => {
       clearTimeout(timer);
       reject(new Error(`exited ${code} before ${name}; stderr: ${r.stderr()}`));
