@@ -76,6 +76,7 @@ export {
 export {
   type DownloadOptions,
   downloadAndInstall,
+  downloadResumable,
   type Expected,
   type InstallOptions,
   type InstallResult,
@@ -83,6 +84,7 @@ export {
   installTempPath,
   isInstallTempName,
   mirrorsOf,
+  type ResumableOptions,
   syncInstalledDirectories,
   verify,
 } from './install.js';

@@ -293,6 +293,140 @@ export async function downloadAndInstall(
   throw lastError;
 }
 
+/** Options of {@link downloadResumable}. */
+export interface ResumableOptions extends InstallOptions {
+  /** Attempts after the first, each resuming where the last one stopped (default 5). */
+  readonly retries?: number;
+  /** Largest body accepted (RS_LIMIT past it). */
+  readonly maxBytes?: number;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/**
+ * Downloads a (large) resource to `target` through a temporary file next to it, resuming after a failure
+ * mid-body with `Range: bytes=N-` and `If-Range` (the first response's strong ETag, else its Last-Modified)
+ * instead of starting over; a server that answers the resumed request with the whole body (200) is read from
+ * the start again. The bytes are hashed as they arrive, verified against `expected`, then renamed into place.
+ * Content-Encoding is not requested (ranges count the bytes as sent). Memory: one network chunk.
+ *
+ * @example
+ * ```ts
+ * const { length, hashes } = await downloadResumable(client, packageUrl, '/tmp/dump.zip', { length: 5e9 });
+ * ```
+ * @throws as {@link downloadAndInstall}, and RS_LIMIT past `maxBytes`. The old file is untouched on failure.
+ */
+export async function downloadResumable(
+  client: HttpClient,
+  url: string,
+  target: string,
+  expected: Expected,
+  options: ResumableOptions = {},
+): Promise<InstallResult & { readonly url: string }> {
+  const dir = dirname(target);
+  if (options.root !== undefined) await ensureParentDirectory(options.root, target);
+  else await mkdirp(dir);
+  const tmp = installTempPath(target);
+  const algs = algorithmsFor(expected);
+  const limit =
+    options.skipVerify === true
+      ? options.maxBytes
+      : Math.min(expected.length ?? Infinity, options.maxBytes ?? Infinity);
+  let fh: Awaited<ReturnType<typeof open>> | undefined;
+  let hasher = createMultiHasher(algs);
+  let written = 0;
+  let validator: string | undefined;
+  let finalUrl = url;
+  try {
+    fh = await open(tmp, 'wx', 0o644).catch((e: unknown) => {
+      throw ioError(`cannot create ${tmp}`, e);
+    });
+    const file = fh;
+    await retryWhole(
+      async () => {
+        const resuming = written > 0 && validator !== undefined;
+        const headers: Record<string, string> = { ...options.headers };
+        if (resuming) {
+          headers.range = `bytes=${written}-`;
+          headers['if-range'] = validator as string;
+        }
+        const res = await client.get(url, {
+          headers,
+          decompress: false,
+          ...(options.signal === undefined ? {} : { signal: options.signal }),
+        });
+        finalUrl = res.url;
+        const resumed = resuming && res.status === 206 && contentRangeStart(res.headers['content-range']) === written;
+        if (!resumed) {
+          if (res.status === 206) {
+            await res.discard();
+            throw new ResourceSyncError(
+              'RS_HTTP',
+              `unexpected partial content (${String(res.headers['content-range'])})`,
+              {
+                url: res.url,
+              },
+            );
+          }
+          // A fresh start (first attempt, no validator, or the server sent the whole body again).
+          if (written > 0) await file.truncate(0);
+          written = 0;
+          hasher = createMultiHasher(algs);
+          validator = strongValidator(res.headers);
+        }
+        for await (const chunk of res.body) {
+          if (options.signal?.aborted === true)
+            throw new ResourceSyncError('RS_ABORTED', 'download aborted', { url, cause: options.signal.reason });
+          hasher.update(chunk);
+          if (limit !== undefined && hasher.length > limit) {
+            const declared = expected.length !== undefined && limit === expected.length && options.skipVerify !== true;
+            throw new ResourceSyncError(
+              declared ? 'RS_LENGTH_MISMATCH' : 'RS_LIMIT',
+              declared ? `more than the ${limit} bytes declared` : `larger than ${limit} bytes`,
+              { url: res.url },
+            );
+          }
+          let off = 0;
+          while (off < chunk.byteLength) {
+            const { bytesWritten } = await file.write(chunk, off, chunk.byteLength - off, written + off);
+            off += bytesWritten;
+          }
+          written += chunk.byteLength;
+        }
+      },
+      { retries: options.retries ?? 5, ...(options.signal === undefined ? {} : { signal: options.signal }) },
+    );
+    const result: InstallResult = { length: hasher.length, hashes: hasher.digest() };
+    if (options.skipVerify !== true) verify(expected, result, finalUrl);
+    if (options.fsync ?? true) await file.sync();
+    await file.close();
+    fh = undefined;
+    await rename(tmp, target).catch((e: unknown) => {
+      throw ioError(`cannot install ${target}`, e);
+    });
+    dirtyDirs.add(dir);
+    return { ...result, url: finalUrl };
+  } catch (e) {
+    await fh?.close().catch(() => undefined);
+    await unlink(tmp).catch(() => undefined);
+    if (e instanceof ResourceSyncError) throw e;
+    throw ioError(`cannot write ${target}`, e);
+  }
+}
+
+/** The first byte position of a `Content-Range: bytes a-b/n` header, or undefined. */
+function contentRangeStart(value: string | string[] | undefined): number | undefined {
+  const m = /^\s*bytes\s+(\d+)-\d+\/(\d+|\*)\s*$/i.exec(Array.isArray(value) ? (value[0] ?? '') : (value ?? ''));
+  return m === null ? undefined : Number(m[1]);
+}
+
+/** A validator safe for `If-Range`: a strong ETag, else Last-Modified (RFC 9110 §13.1.5). */
+function strongValidator(headers: Readonly<Record<string, string | string[] | undefined>>): string | undefined {
+  const etag = headers.etag;
+  if (typeof etag === 'string' && etag !== '' && !etag.startsWith('W/')) return etag;
+  const lm = headers['last-modified'];
+  return typeof lm === 'string' && lm !== '' ? lm : undefined;
+}
+
 /**
  * fsyncs every directory that received a file since the last call, so the renames are durable. Call it before
  * recording a watermark. Memory: the set of directories touched.

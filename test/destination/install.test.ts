@@ -9,6 +9,7 @@ import type { Entry } from '../../src/core/model.js';
 import { HttpClient } from '../../src/destination/http.js';
 import {
   downloadAndInstall,
+  downloadResumable,
   installFromStream,
   isInstallTempName,
   mirrorsOf,
@@ -264,6 +265,80 @@ describe('downloadAndInstall', () => {
     );
     assert.equal(s.log.length, 2);
     assert.deepEqual(await onlyFiles(dir), []);
+  });
+});
+
+describe('downloadResumable', () => {
+  const big = Buffer.alloc(3 * 1024 * 1024);
+  for (let i = 0; i < big.length; i++) big[i] = (i * 31) % 251;
+
+  /** Serves `big` with an ETag and Range support; cuts the first `cuts` responses after `cutAt` bytes. */
+  async function rangeServer(opts: { cuts: number; cutAt: number; ranges: boolean; etag?: string }) {
+    let served = 0;
+    const s = await startServer((req, res, n) => {
+      let start = 0;
+      const m = /^bytes=(\d+)-$/.exec(String(req.headers.range ?? ''));
+      const etag = opts.etag ?? '"v1"';
+      res.setHeader('etag', etag);
+      if (opts.ranges && m !== null && req.headers['if-range'] === etag) {
+        start = Number(m[1]);
+        res.statusCode = 206;
+        res.setHeader('content-range', `bytes ${start}-${big.length - 1}/${big.length}`);
+      }
+      const body = big.subarray(start);
+      res.setHeader('content-length', String(body.length));
+      if (n <= opts.cuts) {
+        res.write(body.subarray(0, opts.cutAt), () => setTimeout(() => req.socket.destroy(), 10));
+        served += opts.cutAt;
+      } else {
+        res.end(body);
+        served += body.length;
+      }
+    });
+    servers.push(s);
+    return { s, served: () => served };
+  }
+
+  it('resumes with Range/If-Range after a reset instead of starting over', async () => {
+    const { s, served } = await rangeServer({ cuts: 2, cutAt: 1024 * 1024, ranges: true });
+    const dir = await tempDir();
+    const r = await downloadResumable(client, `${s.url}/pkg.zip`, join(dir, 'pkg.zip'), {
+      length: big.length,
+      hashes: { 'sha-256': sha256(big) },
+    });
+    assert.equal(r.length, big.length);
+    assert.ok((await readFile(join(dir, 'pkg.zip'))).equals(big));
+    assert.equal(s.log.length, 3);
+    assert.equal(s.log[1]?.headers.range, `bytes=${1024 * 1024}-`);
+    assert.equal(s.log[1]?.headers['if-range'], '"v1"');
+    assert.equal(s.log[2]?.headers.range, `bytes=${2 * 1024 * 1024}-`);
+    assert.equal(served(), big.length, 'every byte was sent once');
+    assert.deepEqual(await readdir(dir), ['pkg.zip']);
+  });
+
+  it('starts over when the server ignores the range, or the ETag is weak', async () => {
+    for (const opts of [
+      { cuts: 1, cutAt: 500_000, ranges: false },
+      { cuts: 1, cutAt: 500_000, ranges: true, etag: 'W/"weak"' },
+    ]) {
+      const { s } = await rangeServer(opts);
+      const dir = await tempDir();
+      const r = await downloadResumable(client, `${s.url}/pkg.zip`, join(dir, 'pkg.zip'), {
+        hashes: { md5: md5(big) },
+      });
+      assert.equal(r.hashes.md5, md5(big));
+      assert.ok((await readFile(join(dir, 'pkg.zip'))).equals(big));
+    }
+  });
+
+  it('refuses a body over maxBytes, leaving nothing behind', async () => {
+    const { s } = await rangeServer({ cuts: 0, cutAt: 0, ranges: true });
+    const dir = await tempDir();
+    await assert.rejects(
+      downloadResumable(client, `${s.url}/pkg.zip`, join(dir, 'pkg.zip'), {}, { maxBytes: 1000 }),
+      (e: unknown) => isResourceSyncError(e, 'RS_LIMIT'),
+    );
+    assert.deepEqual(await readdir(dir), []);
   });
 });
 
