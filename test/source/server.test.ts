@@ -392,6 +392,13 @@ describe('errors', () => {
     assert.deepEqual(errors, []);
     await s.close();
   });
+  it('an oversized request line or malformed request: 431 / 400 with Connection: close', async () => {
+    const long = await rawExchange(port, `GET /${'a'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    assert.equal(statusOf(long), 431);
+    const garbage = await rawExchange(port, 'NOT HTTP AT ALL\r\n\r\n');
+    assert.equal(statusOf(garbage), 400);
+    assert.match(garbage, /Connection: close/);
+  });
   it('a directory is not a resource', async () => {
     assert.equal((await fetchRaw(port, '/data')).status, 404);
     assert.equal((await fetchRaw(port, '/data/')).status, 404);
