@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { mkdir, realpath, stat } from 'node:fs/promises';
+import { mkdir, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { ResourceSyncError } from '../core/errors.js';
 import { BlobStore } from './blobs.js';
@@ -119,7 +119,6 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
     root = await realpath(dirAbs);
     const st = await stat(root);
     if (!st.isDirectory()) throw new Error('not a directory');
-    const { readdir } = await import('node:fs/promises');
     await readdir(root);
   } catch (e) {
     throw new ResourceSyncError(

@@ -10,7 +10,7 @@
  * @module
  */
 import { type BigIntStats, closeSync, createReadStream, fstatSync, openSync, readSync } from 'node:fs';
-import { open, stat } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import yazl from 'yazl';
 import { DUMP_MANIFEST_NAME, XML_MEDIA_TYPE, ZIP_MEDIA_TYPE } from '../core/constants.js';
@@ -22,6 +22,7 @@ import { writeDocument } from '../xml/writer.js';
 import {
   changeEntry,
   type GenerationContext,
+  removeFiles,
   resourceEntry,
   writeListOrIndex,
   type WrittenFiles,
@@ -233,11 +234,6 @@ export async function fileContent(
   };
 }
 
-/** Checks a file still exists (cheap pre-check). */
-export async function exists(path: string): Promise<boolean> {
-  return (await stat(path).catch(() => undefined)) !== undefined;
-}
-
 function manifestBytes(
   kind: 'resource-dump-manifest' | 'change-dump-manifest',
   md: Metadata,
@@ -353,6 +349,10 @@ export async function writeResourceDump(
         md: { at, completed: formatDatetime(Math.max(snap.atMs, Date.now())) },
       });
     }
+  } catch (e) {
+    // Packages of this attempt are listed nowhere: remove them.
+    await removeFiles(files);
+    throw e;
   } finally {
     await it.return?.(undefined);
   }
@@ -412,7 +412,13 @@ export async function writeChangeDump(
       continue;
     }
     const through = isClosed ? p.lastSeq : snap.head.seq;
-    const written = await writePartPackages(p, partAfter, through);
+    let written: DumpPackage[];
+    try {
+      written = await writePartPackages(p, partAfter, through);
+    } catch (e) {
+      await removeFiles(files); // packages of this generation are listed nowhere yet
+      throw e;
+    }
     all.push(...written);
     if (isClosed) nowClosed.set(p.number, written);
   }

@@ -10,8 +10,7 @@
  *
  * @module
  */
-import { readdir, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { stat } from 'node:fs/promises';
 import type { ChangeType } from '../core/constants.js';
 import { XML_MEDIA_TYPE, ZIP_MEDIA_TYPE } from '../core/constants.js';
 import { datetimeMs, formatDatetime } from '../core/datetime.js';
@@ -39,7 +38,7 @@ import {
   writeChangeDump,
   writeResourceDump,
 } from './dumps.js';
-import { type GroupKind, SiteLayout } from './layout.js';
+import { type GroupKind, partName, SiteLayout } from './layout.js';
 import { parseBaseUrl, resourceUrl } from './paths.js';
 import type { ChangeInput, ChangeRecord, ResourceRecord, RotationPolicy, SourceStore, StoreSnapshot } from './store.js';
 
@@ -158,6 +157,10 @@ interface GroupState {
   previous: string[];
   /** How long the generation took (ms). */
   durationMs?: number;
+  /** Change Lists: numbers of the closed lists already written (never rewritten). */
+  closed?: number[];
+  /** Change Dumps: packages of closed Change Lists, by list number (never rewritten). */
+  closedDumps?: Record<string, DumpPackage[]>;
 }
 
 /**
@@ -494,7 +497,7 @@ export class Source {
     const ctx = this.#ctx();
     let files: string[] = [];
     let version: string;
-    let extra: Record<string, unknown> | undefined;
+    let extra: Pick<GroupState, 'closed' | 'closedDumps'> | undefined;
     if (group === 'description') {
       version = JSON.stringify(this.#setInfos().map((s) => [s.name, s.describedBy ?? '']));
       files = await writeSourceDescription(ctx, this.#setInfos(), this.#options.describedBy);
@@ -510,19 +513,11 @@ export class Source {
           version = await this.#setVersion(name, snap);
           if (group === 'resourcelist') files = await writeResourceList(ctx, snap, name);
           else if (group === 'changelist') {
-            const closed = new Set<number>(
-              ((state as { closed?: number[] } | undefined)?.closed ?? []).filter((n) =>
-                state?.files.includes(this.layout.path(name, `changelist-${String(n).padStart(4, '0')}.xml`)),
-              ),
-            );
+            const listPath = (n: number): string => this.layout.path(name, `changelist-${partName(n)}.xml`);
+            const closed = new Set<number>((state?.closed ?? []).filter((n) => state?.files.includes(listPath(n))));
             const r = await writeChangeLists(ctx, snap, name, closed);
             // Closed lists written earlier stay listed as files of the group.
-            files = [
-              ...new Set([
-                ...r.files,
-                ...r.closed.map((n) => this.layout.path(name, `changelist-${String(n).padStart(4, '0')}.xml`)),
-              ]),
-            ];
+            files = [...new Set([...r.files, ...r.closed.map(listPath)])];
             extra = { closed: r.closed };
           } else if (group === 'resourcedump') {
             let missing = 0;
@@ -537,9 +532,7 @@ export class Source {
               );
           } else {
             const known = new Map<number, DumpPackage[]>(
-              Object.entries(
-                (state as { closedDumps?: Record<string, DumpPackage[]> } | undefined)?.closedDumps ?? {},
-              ).map(([k, v]) => [Number(k), v]),
+              Object.entries(state?.closedDumps ?? {}).map(([k, v]) => [Number(k), v]),
             );
             for (const [n, pkgs] of known)
               if (!(await filesExist(pkgs.map((p) => this.layout.path(name, p.file))))) known.delete(n);
@@ -578,7 +571,7 @@ export class Source {
     const dumps = group === 'resourcedump' || group === 'changedump';
     if (!dumps) await removeFiles(previous);
     await removeFiles(stale);
-    const next: GroupState & Record<string, unknown> = {
+    const next: GroupState = {
       version,
       files,
       previous: dumps ? previous : [],
@@ -659,18 +652,6 @@ export async function siteFile(path: string, contentType: string): Promise<SiteF
     etag: `"${st.ino.toString(36)}-${st.size.toString(36)}-${st.mtimeNs.toString(36)}"`,
     lastModified: new Date(Number(st.mtimeNs / 1_000_000n)),
   };
-}
-
-/** Lists a directory's files recursively (relative paths); for publish's stale-file cleanup. */
-export async function listFiles(dir: string, rel = ''): Promise<string[]> {
-  const out: string[] = [];
-  const entries = await readdir(join(dir, rel), { withFileTypes: true }).catch(() => []);
-  for (const e of entries) {
-    const r = rel === '' ? e.name : `${rel}/${e.name}`;
-    if (e.isDirectory()) out.push(...(await listFiles(dir, r)));
-    else out.push(r);
-  }
-  return out;
 }
 
 export type { StoreSnapshot };
