@@ -14,16 +14,23 @@
  *
  * @module
  */
+import { rm } from 'node:fs/promises';
+import { relative, resolve, sep } from 'node:path';
 import { parseDatetime } from '../core/datetime.js';
+import { type Hashes, isKnownHashAlgorithm, parseHashes } from '../core/hash.js';
 import type { DocumentHeader, Entry } from '../core/model.js';
 import { isResourceSyncError, ResourceSyncError } from '../core/errors.js';
 import { Destination, type DestinationOptions } from '../destination/destination.js';
 import { discover, openRemoteDocument } from '../destination/discovery.js';
 import type { SyncSummary } from '../destination/events.js';
 import { HttpClient } from '../destination/http.js';
+import { downloadAndInstall } from '../destination/install.js';
+import { createPathMapper, type PathMapper } from '../destination/paths.js';
+import { DestinationState, type ResourceRecord } from '../destination/state.js';
 import type { NotificationEvent } from '../notify/events.js';
 import { findNotificationEndpoints, type NotificationEndpoints, noChannelError } from '../notify/follow.js';
 import { findLink } from '../notify/http-util.js';
+import type { ResourceChange } from '../notify/payloads.js';
 import { ChannelClient } from '../notify/websocket-client.js';
 import { WebSubSubscriber } from '../notify/websub-subscriber.js';
 import { EXIT } from './exit.js';
@@ -40,6 +47,12 @@ export interface FollowCommandOptions {
    * safety net for notifications a hub dropped or a Source restart that WebSub subscribers cannot see.
    */
   readonly catchUpIntervalMs?: number;
+  /**
+   * Apply each notified change directly (download, verify against the notified hash and length, install,
+   * record), leaving the watermark to catch-up runs (default true). false: every notification triggers an
+   * incremental run instead.
+   */
+  readonly direct?: boolean;
   /** Stops the follower (default: the first SIGINT or SIGTERM). */
   readonly signal?: AbortSignal;
   /** Where lines go (default stdout / stderr). */
@@ -118,6 +131,7 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
   const client = new HttpClient(options.destination.http ?? {});
   const dest = new Destination({ ...options.destination, url, dir, client, signal: abort.signal });
   let receiver: Receiver | undefined;
+  let applierRef: DirectApplier | undefined;
   try {
     const first = await dest.sync();
     emit({ event: 'synced', ...summaryLine(first) }, `${first.operation}: ${JSON.stringify(first.counts)}`);
@@ -152,39 +166,71 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
       `following ${receiver.channel}`,
     );
 
-    // One incremental run at a time; triggers arriving meanwhile cause one more run.
+    // One worker: catch-up runs (incremental from the watermark) and direct applications of notified changes,
+    // never at the same time. A catch-up is due after a (re)connection, a refusal, a change the direct path
+    // could not apply, and after `catchUpIntervalMs` without a run; triggers arriving during a run cause one more.
     let dirty = false;
+    const direct: (readonly ResourceChange[])[] = [];
     let running: Promise<void> | undefined;
-    /** Record times (the changes' `datetime`, epoch ms) of notified changes not yet covered by a finished run. */
+    /** Record times (the changes' `datetime`, epoch ms) of notified changes left to the next catch-up. */
     const awaiting: number[] = [];
+    const applier = options.direct === false ? undefined : new DirectApplier(dir, url, options.destination, client);
+    applierRef = applier;
     const runLoop = async (): Promise<void> => {
-      while (dirty && !abort.signal.aborted) {
-        dirty = false;
-        const covered = awaiting.splice(0);
+      while ((dirty || direct.length > 0) && !abort.signal.aborted) {
+        if (dirty) {
+          dirty = false;
+          const covered = awaiting.splice(0);
+          try {
+            const s = await dest.incremental();
+            const now = Date.now();
+            const c = s.counts;
+            if (c.created + c.updated + c.deleted + c.deletionsRecorded + c.failed > 0) {
+              // From each notified change being recorded at the Source to the end of the run that applied it.
+              const recordToAppliedMs = covered.slice(0, 1000).map((t) => now - t);
+              emit(
+                { event: 'applied', ...summaryLine(s), ...(covered.length > 0 ? { recordToAppliedMs } : {}) },
+                `applied: ${JSON.stringify(s.counts)}`,
+              );
+            }
+          } catch (e) {
+            if (abort.signal.aborted) break;
+            warn(`incremental run failed: ${e instanceof Error ? e.message : String(e)}`);
+          }
+          continue;
+        }
+        const batch = direct.shift()!;
         try {
-          const s = await dest.incremental();
-          const now = Date.now();
-          if (
-            s.counts.created + s.counts.updated + s.counts.deleted + s.counts.deletionsRecorded + s.counts.failed >
-            0
-          ) {
-            // From each notified change being recorded at the Source to the end of the run that applied it.
-            const recordToAppliedMs = covered.slice(0, 1000).map((t) => now - t);
+          const r = await applier!.apply(batch, abort.signal);
+          if (r.leftOver.length > 0) {
+            dirty = true;
+            awaiting.push(...r.leftOver.slice(0, 10_000 - awaiting.length));
+          }
+          if (r.created + r.updated + r.deleted > 0) {
             emit(
-              { event: 'applied', ...summaryLine(s), ...(covered.length > 0 ? { recordToAppliedMs } : {}) },
-              `applied: ${JSON.stringify(s.counts)}`,
+              {
+                event: 'applied',
+                operation: 'notification',
+                created: r.created,
+                updated: r.updated,
+                deleted: options.destination.delete === true ? r.deleted : 0,
+                deletionsRecorded: options.destination.delete === true ? 0 : r.deleted,
+                skipped: r.skipped,
+                recordToAppliedMs: r.latencies,
+              },
+              `applied from a notification: ${r.created} created, ${r.updated} updated, ${r.deleted} deleted`,
             );
           }
         } catch (e) {
           if (abort.signal.aborted) break;
-          warn(`incremental run failed: ${e instanceof Error ? e.message : String(e)}`);
+          warn(`applying a notification failed: ${e instanceof Error ? e.message : String(e)}; catching up`);
+          dirty = true;
         }
       }
     };
     const catchUpMs = options.catchUpIntervalMs ?? 60_000;
     let safetyNet: NodeJS.Timeout | undefined;
-    const trigger = (): void => {
-      dirty = true;
+    const schedule = (): void => {
       running ??= runLoop().finally(() => {
         running = undefined;
         if (catchUpMs > 0 && !abort.signal.aborted) {
@@ -194,6 +240,10 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
         }
       });
     };
+    const trigger = (): void => {
+      dirty = true;
+      schedule();
+    };
     const it = receiver.events();
     const stopped = new Promise<IteratorResult<NotificationEvent>>((resolve) => {
       abort.signal.addEventListener('abort', () => resolve({ value: undefined, done: true }), { once: true });
@@ -202,7 +252,13 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
       const r = await Promise.race([it.next(), stopped]);
       if (r.done === true) break;
       const e = r.value;
-      if (e.type === 'notification' && e.notification.kind === 'change-notification') {
+      if (e.type === 'notification') {
+        if (e.notification.kind !== 'change-notification') continue; // capability documents: nothing to poll
+        if (applier !== undefined) {
+          direct.push(e.notification.changes);
+          schedule();
+          continue;
+        }
         for (const c of e.notification.changes) {
           const t = c.datetime === undefined ? undefined : parseDatetime(c.datetime)?.ms;
           if (t !== undefined && awaiting.length < 10_000) awaiting.push(t);
@@ -236,6 +292,145 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     await receiver?.close();
+    applierRef?.close();
     await client.close();
   }
+}
+
+/** What one direct application did. */
+interface DirectResult {
+  created: number;
+  updated: number;
+  deleted: number;
+  skipped: number;
+  /** Record times (epoch ms) of the changes it left to a catch-up run. */
+  readonly leftOver: number[];
+  /** From each applied change being recorded at the Source to its application here, ms. */
+  readonly latencies: number[];
+}
+
+/**
+ * Applies notified changes straight to the copy, the way an incremental run applies Change List entries (same
+ * path mapping, same verified install, same state records), so that a later run sees them as applied and skips
+ * them. The watermark is not moved: only a complete incremental run moves it. A change it cannot apply (no
+ * datetime, outside the Source's authority, a failed or mismatched download) is left to a catch-up run.
+ */
+class DirectApplier {
+  readonly #root: string;
+  readonly #state: DestinationState;
+  readonly #mapper: PathMapper;
+  readonly #options: FollowCommandOptions['destination'];
+  readonly #client: HttpClient;
+
+  constructor(dir: string, url: string, options: FollowCommandOptions['destination'], client: HttpClient) {
+    this.#root = resolve(dir);
+    this.#state = DestinationState.open(this.#root);
+    this.#mapper = createPathMapper({
+      root: this.#root,
+      sourceUrl: url,
+      ...(options.layout === undefined ? {} : { layout: options.layout }),
+      ...(options.allowHosts === undefined ? {} : { allowHosts: options.allowHosts }),
+      ...(options.authorityCheck === undefined ? {} : { authorityCheck: options.authorityCheck }),
+    });
+    this.#options = options;
+    this.#client = client;
+  }
+
+  async apply(changes: readonly ResourceChange[], signal: AbortSignal): Promise<DirectResult> {
+    const r: DirectResult = { created: 0, updated: 0, deleted: 0, skipped: 0, leftOver: [], latencies: [] };
+    // The last change of a resource in the notification wins.
+    const byUri = new Map<string, ResourceChange>();
+    for (const c of changes) {
+      byUri.delete(c.uri);
+      byUri.set(c.uri, c);
+    }
+    for (const c of byUri.values()) {
+      const ms = c.datetime === undefined ? undefined : parseDatetime(c.datetime)?.ms;
+      if (ms === undefined || c.datetime === undefined) {
+        r.leftOver.push(Date.now());
+        continue;
+      }
+      let target: string;
+      try {
+        if (!this.#mapper.isAllowed(c.uri)) throw new ResourceSyncError('RS_AUTHORITY', 'outside the Source');
+        target = this.#mapper.toLocalPath(c.uri);
+      } catch {
+        r.leftOver.push(ms); // the catch-up run reports it
+        continue;
+      }
+      const rec = this.#state.get(c.uri);
+      const recMs = rec?.sourceDatetime === undefined ? undefined : parseDatetime(rec.sourceDatetime)?.ms;
+      if (recMs !== undefined && recMs > ms) {
+        r.skipped++;
+        continue;
+      }
+      if (c.change === 'deleted') {
+        if (recMs === ms && rec?.deleted === true) {
+          r.skipped++;
+          continue;
+        }
+        if (this.#options.delete === true) await rm(target, { force: true });
+        this.#state.markDeleted(c.uri, c.datetime);
+        r.deleted++;
+        r.latencies.push(Date.now() - ms);
+        continue;
+      }
+      const hashes: { -readonly [K in keyof Hashes]: Hashes[K] } = {};
+      if (c.hash !== undefined) {
+        for (const [alg, hex] of parseHashes(c.hash)) if (isKnownHashAlgorithm(alg)) hashes[alg] = hex;
+      }
+      if (recMs === ms && rec?.deleted !== true && sameHashes(hashes, rec)) {
+        r.skipped++;
+        continue;
+      }
+      try {
+        const result = await downloadAndInstall(
+          this.#client,
+          c.uri,
+          target,
+          {
+            ...(c.length === undefined ? {} : { length: c.length }),
+            ...(Object.keys(hashes).length === 0 ? {} : { hashes }),
+          },
+          { signal, root: this.#root, fsync: this.#options.durability !== 'none' },
+        );
+        const next: { -readonly [K in keyof ResourceRecord]: ResourceRecord[K] } = {
+          uri: c.uri,
+          path: relative(this.#root, target).split(sep).join('/'),
+          length: result.length,
+          sourceDatetime: c.datetime,
+        };
+        if (result.hashes.md5 !== undefined) next.md5 = result.hashes.md5;
+        if (result.hashes['sha-256'] !== undefined) next.sha256 = result.hashes['sha-256'];
+        if (c.lastmod !== undefined) next.lastmod = c.lastmod;
+        this.#state.put(next);
+        if (rec === undefined || rec.deleted === true) r.created++;
+        else r.updated++;
+        r.latencies.push(Date.now() - ms);
+      } catch (e) {
+        if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+        // Changed again since (hash mismatch), gone, or unreachable: the Change List knows the outcome.
+        r.leftOver.push(ms);
+      }
+    }
+    return r;
+  }
+
+  close(): void {
+    this.#state.close();
+  }
+}
+
+function sameHashes(expected: Hashes, rec: ResourceRecord | undefined): boolean {
+  if (rec === undefined) return false;
+  let compared = 0;
+  if (expected.md5 !== undefined) {
+    if (rec.md5 !== undefined && rec.md5 !== expected.md5.toLowerCase()) return false;
+    if (rec.md5 !== undefined) compared++;
+  }
+  if (expected['sha-256'] !== undefined) {
+    if (rec.sha256 !== undefined && rec.sha256 !== expected['sha-256'].toLowerCase()) return false;
+    if (rec.sha256 !== undefined) compared++;
+  }
+  return compared > 0;
 }

@@ -119,6 +119,24 @@ describe('resourcesync sync --follow', () => {
 
         assert.equal(await stop(follow), 0, 'Ctrl-C stops cleanly');
         assert.ok(follow.json.events.some((e) => e.event === 'stopped'));
+        assert.ok(
+          follow.json.events.some((e) => e.event === 'applied' && e.operation === 'notification'),
+          'changes applied straight from notifications',
+        );
+        // What the direct path recorded is what an incremental run would have: an audit finds the copy in sync,
+        // and a further incremental run has nothing to do.
+        const audit = startCli(['sync', '--audit', url, copy, '--json']);
+        assert.equal(
+          await new Promise((resolve) => audit.child.once('exit', resolve)),
+          0,
+          JSON.stringify(audit.json.events),
+        );
+        const again = startCli(['sync', '--incremental', url, copy, '--json']);
+        assert.equal(
+          await new Promise((resolve) => again.child.once('exit', resolve)),
+          0,
+          JSON.stringify(again.json.events),
+        );
       } finally {
         await stop(follow, 'SIGKILL');
         await stop(serve, 'SIGKILL');
