@@ -211,7 +211,9 @@ export async function applyListEntry(ctx: SyncContext, entry: Entry, at: string 
   if (target === undefined) return;
   const expected = expectedOf(entry);
   const rec = ctx.state.get(uri);
-  const size = await regularFileSize(target);
+  // An unrecorded resource has no local file unless a run was interrupted (or a file was put there by hand,
+  // which is then simply replaced): no stat for it.
+  const size = rec === undefined && ctx.options.resumed !== true ? undefined : await regularFileSize(target);
   if (size !== undefined && isUpToDate(rec, expected, size)) {
     await touch(ctx, rec, at);
     ctx.count(uri, 'skipped', 'list');
@@ -305,7 +307,7 @@ async function applyResourcePackage(
         if (target === undefined) return;
         const expected = expectedOf(m);
         const rec = ctx.state.get(uri);
-        const size = await regularFileSize(target);
+        const size = rec === undefined && ctx.options.resumed !== true ? undefined : await regularFileSize(target);
         if (size !== undefined && isUpToDate(rec, expected, size)) {
           await touch(ctx, rec, at());
           ctx.count(uri, 'skipped', 'dump');
