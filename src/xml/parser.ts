@@ -201,6 +201,9 @@ const PHASE_EPILOG = 2;
 const FORBIDDEN_CHARS = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]/;
 const FORBIDDEN_CHARS_G = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]/g;
 
+/** Tokens cut by a chunk boundary longer than this are parsed again only when their input doubled. */
+const RETRY_THRESHOLD = 4096;
+
 /** Signals "this token is cut by the end of the chunk: keep it for the next one". */
 const MORE = -1;
 
@@ -249,6 +252,8 @@ export class DocumentParser {
   private readonly an: string[] = [];
   private readonly av: string[] = [];
   private readonly acolon: number[] = [];
+  /** Attribute names of the current tag, once it has many. */
+  private readonly seenNames = new Set<string>();
   /** Position of the first '<' after the current tag's '<' (-1: none in the buffer; -2: not computed). */
   private nextLt = -2;
 
@@ -269,6 +274,29 @@ export class DocumentParser {
 
   /** Parses as much of `text` (appended to the kept tail) as possible. */
   feed(text: string): void {
+    const pending = this.buf.length - this.pos;
+    if (this.retryAt > 0) {
+      // A long token is cut: parse again only once the input behind it has doubled, so that a token arriving
+      // in many small chunks costs linear, not quadratic, time.
+      if (pending + this.deferred.length + text.length < this.retryAt) {
+        this.deferred += text;
+        return;
+      }
+      text = this.deferred + text;
+      this.deferred = '';
+      this.retryAt = 0;
+    }
+    this.parseChunk(text);
+    const left = this.buf.length - this.pos;
+    if (left > RETRY_THRESHOLD) this.retryAt = 2 * left;
+  }
+
+  /** Text held back by {@link feed} while a long token waits for more input. */
+  private deferred = '';
+  /** Pending length at which to parse again (0: parse every chunk). */
+  private retryAt = 0;
+
+  private parseChunk(text: string): void {
     if (this.pos < this.buf.length) {
       // A token is cut by the chunk boundary. Rather than copying the whole chunk behind it, finish it in a
       // small buffer (the tail plus the chunk up to its first '<', where the next token starts), then go on in
@@ -349,7 +377,8 @@ export class DocumentParser {
   /** Parses the rest and checks that the document is complete. */
   end(text = ''): void {
     this.final = true;
-    this.shift(text);
+    this.shift(this.deferred + text);
+    this.deferred = '';
     this.run();
     if (!this.sawRoot) this.fail('RS_XML_SYNTAX', 'no root element: the document is empty or not XML', this.buf.length);
     if (this.depth > 0) {
@@ -785,8 +814,16 @@ export class DocumentParser {
       ) {
         value = normalizeAttribute(value, (m, o) => this.syntax(m, v0 + o));
       }
-      for (let j = 0; j < ac; j++) {
-        if (an[j] === aname) this.syntax(`duplicate attribute ${aname}`, a0);
+      if (ac < 16) {
+        for (let j = 0; j < ac; j++) if (an[j] === aname) this.syntax(`duplicate attribute ${aname}`, a0);
+      } else {
+        // Many attributes: a set, so that a hostile tag cannot make this quadratic.
+        if (ac === 16) {
+          this.seenNames.clear();
+          for (let j = 0; j < ac; j++) this.seenNames.add(an[j]!);
+        }
+        if (this.seenNames.has(aname)) this.syntax(`duplicate attribute ${aname}`, a0);
+        this.seenNames.add(aname);
       }
       an[ac] = aname;
       av[ac] = value;
@@ -877,6 +914,17 @@ export class DocumentParser {
 
   /** Checks that no two prefixed attributes have the same expanded name. */
   private checkExpandedNames(attrs: readonly ExtensionAttribute[], lt: number): void {
+    if (attrs.length > 16) {
+      const seen = new Map<string, ExtensionAttribute>();
+      for (const y of attrs) {
+        const key = `${y.ns}\u0000${y.local}`;
+        const x = seen.get(key);
+        if (x !== undefined)
+          this.syntax(`attributes ${x.prefix}:${x.local} and ${y.prefix}:${y.local} have the same expanded name`, lt);
+        seen.set(key, y);
+      }
+      return;
+    }
     for (let a = 0; a < attrs.length; a++) {
       for (let b = a + 1; b < attrs.length; b++) {
         const x = attrs[a]!;

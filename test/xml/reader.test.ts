@@ -11,6 +11,7 @@ import fc from 'fast-check';
 import { RS_NS, SITEMAP_NS } from '../../src/core/constants.js';
 import { ResourceSyncError } from '../../src/core/errors.js';
 import { fileSource, MAX_ISSUES, openDocument, readDocument, serializeDocument } from '../../src/xml/index.js';
+import { DocumentParser } from '../../src/xml/parser.js';
 import { byteChunks, randomChunks, rejectsWith, SPEC_DIR, specExamples, withoutLines } from './helpers.js';
 
 function* fixedChunks(bytes: Uint8Array, size: number): Generator<Uint8Array> {
@@ -412,6 +413,30 @@ describe('refusals', () => {
     await refused('<html><body/></html>', 'RS_NOT_RESOURCESYNC', 1, 1);
     await refused('<urlset><url><loc>x</loc></url></urlset>', 'RS_NOT_RESOURCESYNC', 1, 1);
     await refused(`<rs:md xmlns:rs="${RS_NS}"/>`, 'RS_NOT_RESOURCESYNC');
+  });
+
+  it('many attributes on one element: duplicates still found, and no quadratic work', async () => {
+    const many = Array.from({ length: 40_000 }, (_, i) => `a${i}="${i}"`).join(' ');
+    const d = await readDocument(enc(doc(`<url><loc>x</loc><e ${many}/></url>`)));
+    assert.equal(d.entries[0]?.extensions?.[0]?.attributes.length, 40_000);
+    await rejectsWith(() => readDocument(enc(doc(`<url><e ${many} a17="x"/></url>`))), 'RS_XML_SYNTAX');
+    const prefixed = Array.from({ length: 40 }, (_, i) => `p:a${i}="1"`).join(' ');
+    await refused(doc(`<url xmlns:p="u" xmlns:q="u"><e ${prefixed} q:a7="2"/></url>`), 'RS_XML_SYNTAX', 3);
+    // A 500 KB tag fed 4 characters at a time: re-parsing the cut tag at every chunk would be quadratic
+    // (~10^10 steps, minutes); the parser waits until the input behind a long cut token has doubled.
+    const text = doc(`<url><loc>x</loc><e ${many}/></url>`);
+    const parser = new DocumentParser({ maxDepth: 32, maxEntryBytes: 1 << 20, encoding: 'utf-8', url: undefined });
+    const t0 = Date.now();
+    let entries = 0;
+    for (let i = 0; i < text.length; i += 4) {
+      parser.feed(text.slice(i, i + 4));
+      entries += parser.batch.length;
+      parser.batch = [];
+    }
+    parser.end();
+    entries += parser.batch.length;
+    assert.equal(entries, 1);
+    assert.ok(Date.now() - t0 < 10_000, `${Date.now() - t0} ms`);
   });
 
   it('limits: depth, entry size, total bytes (plain and gzip): RS_LIMIT', async () => {
