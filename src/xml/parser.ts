@@ -15,6 +15,10 @@
  * Not checked (by design, for speed): `]]>` in text, the full Unicode ranges of name characters, and C0
  * control characters in text (`reader.ts` checks those per chunk).
  *
+ * Hostile input: work is linear in the input however it is chunked (a long token cut by chunk boundaries is
+ * parsed again only once the input behind it has doubled; attribute uniqueness uses a set past 16
+ * attributes), and the first error in document order is reported whatever the chunking.
+ *
  * Memory: the unconsumed tail of the input (at most one token, bounded by `maxEntryBytes`), the element stack
  * (bounded by `maxDepth`), the entry being built (bounded by `maxEntryBytes`) and the batch of entries
  * completed in the current chunk, which the caller drains after each {@link DocumentParser.feed}.
