@@ -60,6 +60,8 @@ export interface DownloadOptions extends InstallOptions {
 const ALWAYS: readonly HashAlgorithm[] = ['md5', 'sha-256'];
 /** Files up to this size are gathered in memory and written in one go (memory per install in flight). */
 const SMALL_FILE_BYTES = 64 * 1024;
+/** Resources declaring at least this length are fetched with {@link downloadResumable}. */
+const RESUMABLE_MIN_BYTES = 8 * 1024 * 1024;
 /** Directories known to exist (mkdir -p skipped); bounded. */
 const knownDirs = new Set<string>();
 
@@ -255,7 +257,7 @@ const fsyncAsync = promisify(fsyncCallback);
 /**
  * Downloads a resource and installs it at `target` after verification (see {@link installFromStream}).
  * Tries each of `mirrors` in order, then `url`; each URL is retried as a whole download after network errors,
- * timeouts and 5xx. A mismatch on one URL moves on to the next. Memory: one network chunk at a time.
+ * timeouts and 5xx (resources declaring 8 MiB or more resume where they stopped: {@link downloadResumable}). A mismatch on one URL moves on to the next. Memory: one network chunk at a time.
  *
  * @returns the length, hashes and the URL the content came from.
  * @throws the error of the last URL tried (the resource's own): RS_HTTP, RS_TIMEOUT, RS_HASH_MISMATCH,
@@ -272,6 +274,13 @@ export async function downloadAndInstall(
   let lastError: unknown;
   for (const candidate of candidates) {
     try {
+      if ((expected.length ?? 0) >= RESUMABLE_MIN_BYTES) {
+        const r = await downloadResumable(client, candidate, target, expected, {
+          ...options,
+          retries: Math.max(options.retries ?? 2, 5),
+        });
+        return { ...r, url: candidate };
+      }
       const result = await retryWhole(
         async () => {
           const res = await client.get(candidate, {
