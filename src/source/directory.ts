@@ -10,7 +10,7 @@ import { ResourceSyncError } from '../core/errors.js';
 import { BlobStore } from './blobs.js';
 import { fileContent } from './dumps.js';
 import { isSafeRelativePath, requestRelativePath } from './paths.js';
-import { fileIdOf, type ScanContext, type ScanStats, scanPaths, scanTree } from './scan.js';
+import { sameFileState, type ScanContext, type ScanStats, scanPaths, scanTree } from './scan.js';
 import { type RecordedChange, type SiteFile, Source, type SourceLimits, type SourceOptions } from './source.js';
 import { openSqliteStore } from './sqlite-store.js';
 import type { ChangeInput, SourceStore } from './store.js';
@@ -189,7 +189,7 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
         return fileContent(
           abs,
           r.fileId === undefined ? { length: r.length } : { length: r.length, fileId: r.fileId },
-          fileIdOf,
+          sameFileState,
         );
       },
       refresh: async (uris) => {
@@ -322,7 +322,7 @@ class DirectorySourceImpl implements DirectorySource {
     const st = await stat(real, { bigint: true }).catch(() => undefined);
     if (st === undefined || !st.isFile()) return undefined;
     let rec = await this.store.getResource(rel);
-    if (rec === undefined || rec.fileId !== fileIdOf(st)) {
+    if (rec === undefined || !sameFileState(rec.fileId, st)) {
       await this.scanPaths([rel]);
       rec = await this.store.getResource(rel);
       if (rec === undefined) return undefined;

@@ -172,14 +172,14 @@ const SYNC_READ_MAX = 256 << 10;
 function smallFileContent(
   abs: string,
   expect: { readonly length: number; readonly fileId?: string },
-  fileIdOf?: (st: BigIntStats) => string,
+  sameState?: (fileId: string, st: BigIntStats) => boolean,
 ): Content | 'stale' {
   let fd: number | undefined;
   try {
     fd = openSync(abs, 'r');
     const st = fstatSync(fd, { bigint: true });
     if (Number(st.size) !== expect.length) return 'stale';
-    if (expect.fileId !== undefined && fileIdOf !== undefined && fileIdOf(st) !== expect.fileId) return 'stale';
+    if (expect.fileId !== undefined && sameState !== undefined && !sameState(expect.fileId, st)) return 'stale';
     const buf = Buffer.allocUnsafe(expect.length);
     let off = 0;
     while (off < buf.length) {
@@ -202,9 +202,9 @@ function smallFileContent(
 export async function fileContent(
   abs: string,
   expect: { readonly length: number; readonly fileId?: string },
-  fileIdOf?: (st: BigIntStats) => string,
+  sameState?: (fileId: string, st: BigIntStats) => boolean,
 ): Promise<Content | 'stale' | undefined> {
-  if (expect.length <= SYNC_READ_MAX) return smallFileContent(abs, expect, fileIdOf);
+  if (expect.length <= SYNC_READ_MAX) return smallFileContent(abs, expect, sameState);
   let fh: Awaited<ReturnType<typeof open>>;
   try {
     fh = await open(abs, 'r');
@@ -214,7 +214,7 @@ export async function fileContent(
   try {
     const st = await fh.stat({ bigint: true });
     if (Number(st.size) !== expect.length) return 'stale';
-    if (expect.fileId !== undefined && fileIdOf !== undefined && fileIdOf(st) !== expect.fileId) return 'stale';
+    if (expect.fileId !== undefined && sameState !== undefined && !sameState(expect.fileId, st)) return 'stale';
     if (expect.length <= WHOLE_READ_MAX) {
       const buf = Buffer.allocUnsafe(expect.length);
       let off = 0;

@@ -16,7 +16,7 @@ export { SET_CAPABILITIES, type SetCapability } from './documents.js';
 export type { Content, ContentProvider, DumpLimits } from './dumps.js';
 export { DOCUMENTS_DIR, SiteLayout } from './layout.js';
 export { encodePath, parseBaseUrl, requestRelativePath, resourceUrl } from './paths.js';
-export { fileIdOf, mediaTypeOf, type ScanStats } from './scan.js';
+export { fileIdOf, mediaTypeOf, sameFileState, type ScanStats, storedFileId } from './scan.js';
 export {
   type GenerationReport,
   type RecordedChange,

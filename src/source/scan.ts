@@ -66,6 +66,26 @@ export function fileIdOf(st: BigIntStats): string {
   return `${st.size}:${st.mtimeNs}:${st.ino}`;
 }
 
+/** A file modified this recently may change again within the same mtime tick (a few ms) unseen. */
+const RACY_MS = 3000;
+
+/**
+ * The identity to store after hashing a file. A file modified less than {@link RACY_MS} ago is marked racy (as
+ * git does): a second write within the same timestamp tick and of the same size would leave size, mtime and
+ * inode unchanged, so the next scan re-hashes it instead of trusting the quick check.
+ */
+export function storedFileId(st: BigIntStats, now = Date.now()): string {
+  const id = fileIdOf(st);
+  return now - Number(st.mtimeNs / 1_000_000n) < RACY_MS ? `${id}:racy` : id;
+}
+
+/** True when a stored identity describes this state (a racy mark ignored): for reading, not for change detection. */
+export function sameFileState(stored: string | undefined, st: BigIntStats): boolean {
+  if (stored === undefined) return false;
+  const id = fileIdOf(st);
+  return stored === id || stored === `${id}:racy`;
+}
+
 /** Media type of a path from the mime-types database (`application/octet-stream` when unknown). */
 export function mediaTypeOf(relPath: string): string {
   return mime.lookup(relPath) || 'application/octet-stream';
@@ -425,7 +445,7 @@ export async function scanTree(
           type: mediaTypeOf(file.rel),
           hashes: res.hashes,
           lastmodMs: Number(res.stat.mtimeNs / 1_000_000n),
-          fileId: fileIdOf(res.stat),
+          fileId: storedFileId(res.stat),
         };
         if (old !== undefined && sameContent(old.hashes, res.hashes) && old.setName === setName) {
           await res.blob?.discard();
@@ -573,7 +593,7 @@ async function scanOne(ctx: ScanContext, rel: string, record: RecordBatch): Prom
         type: mediaTypeOf(rel),
         hashes: res.hashes,
         lastmodMs: Number(res.stat.mtimeNs / 1_000_000n),
-        fileId: fileIdOf(res.stat),
+        fileId: storedFileId(res.stat),
       };
       if (old !== undefined && sameContent(old.hashes, res.hashes) && old.setName === setName) {
         await res.blob?.discard();

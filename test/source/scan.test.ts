@@ -76,15 +76,29 @@ describe('change detection (scan)', () => {
   it('records nothing when a file is only touched (same bytes), but refreshes its identity', async () => {
     const seq = (await store.head()).seq;
     const before = await store.getResource('a.txt');
-    const later = new Date(Date.now() + 5000);
-    await utimes(join(root, 'a.txt'), later, later);
+    const earlier = new Date(Date.now() - 60_000);
+    await utimes(join(root, 'a.txt'), earlier, earlier);
     const stats = await scanTree(ctx, record);
-    assert.equal(stats.hashed, 1);
+    assert.ok(stats.hashed >= 1);
     assert.deepEqual(await logSince(seq), []);
     const after = await store.getResource('a.txt');
     assert.notEqual(after?.fileId, before?.fileId);
-    // And the next scan does not hash it again.
-    assert.equal((await scanTree(ctx, record)).hashed, 0);
+    // Modified a minute ago: not racy, so the next scan trusts the quick check for it.
+    assert.ok(after?.fileId !== undefined && !after.fileId.endsWith(':racy'));
+  });
+
+  it('re-hashes a file modified very recently, even when size, mtime and inode are unchanged (racy)', async () => {
+    const p = join(root, 'racy.txt');
+    const t = new Date();
+    await writeFile(p, 'AAAA');
+    await utimes(p, t, t);
+    await scanTree(ctx, record);
+    const seq = (await store.head()).seq;
+    await writeFile(p, 'BBBB'); // same size, same inode
+    await utimes(p, t, t); // and the same mtime: the quick check alone would miss it
+    await scanTree(ctx, record);
+    assert.deepEqual(await logSince(seq), [['racy.txt', 'updated']]);
+    assert.equal((await store.getResource('racy.txt'))?.hashes['sha-256'], sha256('BBBB'));
   });
 
   it('detects a file that changes while it is hashed, and reads it again', async () => {
