@@ -255,6 +255,12 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
       if (e.type === 'notification') {
         if (e.notification.kind !== 'change-notification') continue; // capability documents: nothing to poll
         if (applier !== undefined) {
+          if (direct.length >= 1000) {
+            // Too far behind to apply one by one (memory bound): one catch-up run covers them all.
+            direct.length = 0;
+            trigger();
+            continue;
+          }
           direct.push(e.notification.changes);
           schedule();
           continue;
