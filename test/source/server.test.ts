@@ -284,6 +284,50 @@ describe('documents', () => {
     await small.close();
     assert.deepEqual(await readdir(join(root, 'gzip-cache')), []);
   });
+  it('a large document (streamed, not read whole): gzip on the fly, from the cache, and Range', async () => {
+    const xml = `<?xml version="1.0"?><urlset>${'<url><loc>http://example.test/x</loc></url>'.repeat(30_000)}</urlset>`;
+    const bigDoc = join(root, 'big-doc.xml');
+    await writeFile(bigDoc, xml);
+    const plain = Buffer.from(xml);
+    const withBigDoc: SourceSite = {
+      baseUrl: site.baseUrl,
+      sourceDescriptionUrl: site.sourceDescriptionUrl,
+      document: async (p) =>
+        p === '/big-doc.xml'
+          ? {
+              path: bigDoc,
+              contentType: 'application/xml',
+              length: plain.length,
+              etag: '"big-doc-v1"',
+              lastModified: new Date(0),
+            }
+          : site.document(p),
+      resource: (p) => site.resource(p),
+      capabilityListUrl: (p) => site.capabilityListUrl(p),
+      robotsTxt: () => site.robotsTxt(),
+      onChange: (l) => site.onChange(l),
+      close: async () => {},
+    };
+    const cache = await openGzipCache({ dir: join(root, 'gzip-big') });
+    const s = createSourceServer(withBigDoc, { gzipCache: cache });
+    const p = (await s.listen(0)).port;
+    const gz = { 'Accept-Encoding': 'gzip' };
+    const first = await fetchRaw(p, '/big-doc.xml', { headers: gz });
+    assert.equal(first.headers['content-encoding'], 'gzip');
+    assert.ok(gunzipSync(first.body).equals(plain));
+    await cache.idle();
+    const second = await fetchRaw(p, '/big-doc.xml', { headers: gz });
+    assert.equal(second.headers['content-length'], String(second.body.length));
+    assert.ok(gunzipSync(second.body).equals(plain));
+    const whole = await fetchRaw(p, '/big-doc.xml');
+    assert.equal(whole.headers['content-length'], String(plain.length));
+    assert.ok(whole.body.equals(plain));
+    const part = await fetchRaw(p, '/big-doc.xml', { headers: { Range: 'bytes=70000-200000' } });
+    assert.equal(part.status, 206);
+    assert.ok(part.body.equals(plain.subarray(70_000, 200_001)));
+    await s.close();
+    await cache.close();
+  });
   it('robots.txt names the Resource Lists', async () => {
     const r = await fetchRaw(port, '/robots.txt');
     assert.equal(r.status, 200);
