@@ -350,11 +350,11 @@ class DirectApplier {
       byUri.delete(c.uri);
       byUri.set(c.uri, c);
     }
-    for (const c of byUri.values()) {
+    const one = async (c: ResourceChange): Promise<void> => {
       const ms = c.datetime === undefined ? undefined : parseDatetime(c.datetime)?.ms;
       if (ms === undefined || c.datetime === undefined) {
         r.leftOver.push(Date.now());
-        continue;
+        return;
       }
       let target: string;
       try {
@@ -362,24 +362,24 @@ class DirectApplier {
         target = this.#mapper.toLocalPath(c.uri);
       } catch {
         r.leftOver.push(ms); // the catch-up run reports it
-        continue;
+        return;
       }
       const rec = this.#state.get(c.uri);
       const recMs = rec?.sourceDatetime === undefined ? undefined : parseDatetime(rec.sourceDatetime)?.ms;
       if (recMs !== undefined && recMs > ms) {
         r.skipped++;
-        continue;
+        return;
       }
       if (c.change === 'deleted') {
         if (recMs === ms && rec?.deleted === true) {
           r.skipped++;
-          continue;
+          return;
         }
         if (this.#options.delete === true) await rm(target, { force: true });
         this.#state.markDeleted(c.uri, c.datetime);
         r.deleted++;
         r.latencies.push(Date.now() - ms);
-        continue;
+        return;
       }
       const hashes: { -readonly [K in keyof Hashes]: Hashes[K] } = {};
       if (c.hash !== undefined) {
@@ -387,7 +387,7 @@ class DirectApplier {
       }
       if (recMs === ms && rec?.deleted !== true && sameHashes(hashes, rec)) {
         r.skipped++;
-        continue;
+        return;
       }
       try {
         const result = await downloadAndInstall(
@@ -418,7 +418,13 @@ class DirectApplier {
         // Changed again since (hash mismatch), gone, or unreachable: the Change List knows the outcome.
         r.leftOver.push(ms);
       }
-    }
+    };
+    // Resources of one notification are fetched at once, up to the copy's concurrency (distinct URIs: no races).
+    const queue = [...byUri.values()];
+    const workers = Array.from({ length: Math.min(queue.length, this.#options.concurrency ?? 8) }, async () => {
+      for (let c = queue.shift(); c !== undefined; c = queue.shift()) await one(c);
+    });
+    await Promise.all(workers);
     return r;
   }
 
