@@ -83,7 +83,9 @@ describe('resourcesync sync (CLI)', { timeout: 60_000 }, () => {
     assert.equal(await runSync(url, dir, opts('auto', { dryRun: true }), c.out), 3);
     assert.equal(JSON.parse(c.text()).counts.created, 8);
     c = capture();
-    assert.equal(await runSync(url, dir, opts('auto'), c.out), 3);
+    assert.equal(await runSync(url, dir, { ...opts('auto'), progress: true }, c.out), 3);
+    assert.match(c.err(), /\rbaseline .*resources/, 'a progress line on stderr');
+    assert.ok(c.err().endsWith('\r\x1b[K'), 'the progress line is cleared before the summary');
     const s = JSON.parse(c.text());
     assert.equal(s.operation, 'baseline');
     assert.equal(s.counts.created, 8);
