@@ -107,7 +107,8 @@ export interface ChangeQuery {
 
 /**
  * A consistent read view of the store (a read transaction): what it returns does not move while changes
- * are recorded. Close it when done. Memory: iterators hold one row at a time.
+ * are recorded. Close it when done. Memory: iterators hold one row at a time. Use one iterator of a snapshot
+ * at a time (the SQLite cursor holds the snapshot's connection); other calls may interleave with the store.
  */
 export interface StoreSnapshot {
   readonly head: StoreHead;
@@ -128,6 +129,16 @@ export interface StoreSnapshot {
  * Inventory + change log. Implementations must record each {@link recordChanges} batch in one transaction
  * with the inventory update, keep `seq` gapless and `datetimeMs` non-decreasing, and survive a crash at any
  * point with either the whole batch or none of it.
+ *
+ * What a second backend (PostgreSQL) has to do, besides the obvious tables (`resources` keyed by `uri`,
+ * `changes` keyed by a gapless `seq`, `change_lists`, `meta`):
+ * - in the batch transaction: take the datetime as max(now, last change datetime, snapshot floor), apply
+ *   the {@link RotationPolicy} to the set's open Change List (close it with `until` = the arriving change's
+ *   datetime and open the next with the same `from`), and bump the global and per-set versions;
+ *   serialise writers (one batch at a time: `SELECT ... FOR UPDATE` on the open part, or an advisory lock),
+ *   since a gapless `seq` cannot come from a sequence;
+ * - {@link snapshot}: a REPEATABLE READ transaction; `atMs` as above, and no later change dated at or before it;
+ * - compare `uri` in binary (`COLLATE "C"`), the order the directory scan merges in.
  */
 export interface SourceStore {
   /** Where the store lives (for messages). */

@@ -230,6 +230,20 @@ describe('change detection (scan)', () => {
     ]);
   });
 
+  it('records a file replaced by a directory as deleted, and the files under it as created', async () => {
+    await writeFile(join(root, 'shape'), 'a file');
+    await scanTree(ctx, record);
+    const seq = (await store.head()).seq;
+    await rm(join(root, 'shape'));
+    await mkdir(join(root, 'shape'));
+    await writeFile(join(root, 'shape', 'inner.txt'), 'inner');
+    await scanTree(ctx, record);
+    assert.deepEqual(await logSince(seq), [
+      ['shape', 'deleted'],
+      ['shape/inner.txt', 'created'],
+    ]);
+  });
+
   it('keeps seq gapless and datetimes non-decreasing', async () => {
     const snap = await store.snapshot();
     const all: ChangeRecord[] = [];
