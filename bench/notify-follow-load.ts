@@ -1,0 +1,121 @@
+// Followers under load (issue 5's benchmark): `resourcesync serve` and N `sync --follow` child processes; files
+// are created or rewritten at `rate` per second for `seconds`; at the end every follower must become
+// byte-identical to the Source. Prints the time to converge after the last write and the latency from each change
+// being recorded at the Source to the end of the follower run that applied it (reported by the followers).
+//
+//   node --import tsx bench/notify-follow-load.ts [followers=10] [seconds=60] [rate=100] [files=500]
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const followers = Number(process.argv[2] ?? 10);
+const seconds = Number(process.argv[3] ?? 60);
+const rate = Number(process.argv[4] ?? 100);
+const files = Number(process.argv[5] ?? 500);
+
+function cli(args: string[]): { child: ChildProcess; json: Record<string, unknown>[] } {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), ...args], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  const json: Record<string, unknown>[] = [];
+  createInterface({ input: child.stdout! }).on('line', (l) => {
+    try {
+      json.push(JSON.parse(l) as Record<string, unknown>);
+    } catch {
+      // not JSON
+    }
+  });
+  return { child, json };
+}
+async function until(pred: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (await pred()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return false;
+}
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const p = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return p;
+}
+/** name -> sha-256 of every file under `dir` (the copy's host folder is flattened away; state skipped). */
+async function treeDigest(dir: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true }).catch(() => []);
+  for (const e of entries) {
+    if (!e.isFile() || e.parentPath.includes('.resourcesync')) continue;
+    const path = join(e.parentPath, e.name);
+    const data = await readFile(path).catch(() => undefined);
+    if (data !== undefined)
+      out.set(relative(dir, path).split('/').slice(-1)[0]!, createHash('sha256').update(data).digest('hex'));
+  }
+  return out;
+}
+function same(a: Map<string, string>, b: Map<string, string>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [k, v] of a) if (b.get(k) !== v) return false;
+  return true;
+}
+function pct(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+const dir = await mkdtemp(join(tmpdir(), 'rs-bench-follow-load-'));
+const col = join(dir, 'col');
+await mkdir(col);
+for (let i = 0; i < 10; i++) await writeFile(join(col, `f${i}.txt`), `initial ${i}`);
+const port = await freePort();
+const serve = cli(['serve', col, '--port', String(port), '--json', '--state', join(dir, 'state')]);
+await until(() => serve.json.some((e) => e.event === 'listening'), 60_000);
+const procs = Array.from({ length: followers }, (_, i) =>
+  cli(['sync', '--follow', `http://127.0.0.1:${port}/`, join(dir, `copy${i}`), '--json', '--durability', 'none']),
+);
+await until(() => procs.every((p) => p.json.some((e) => e.event === 'connected')), 120_000);
+console.log(`${followers} followers connected; writing ${rate} changes/s for ${seconds} s over ${files} files`);
+
+const t0 = performance.now();
+let written = 0;
+while (performance.now() - t0 < seconds * 1000) {
+  const due = Math.floor(((performance.now() - t0) / 1000) * rate);
+  while (written < due) {
+    const i = written % files;
+    await writeFile(join(col, `f${i}.txt`), `change ${written} of file ${i}\n`);
+    written++;
+  }
+  await new Promise((r) => setTimeout(r, 5));
+}
+const lastWrite = performance.now();
+const source = await treeDigest(col);
+const converged: number[] = [];
+for (let i = 0; i < followers; i++) {
+  const ok = await until(async () => same(source, await treeDigest(join(dir, `copy${i}`))), 120_000);
+  converged.push(ok ? performance.now() - lastWrite : Number.NaN);
+}
+const latencies = procs
+  .flatMap((p) =>
+    p.json.filter((e) => e.event === 'applied').flatMap((e) => (e.recordToAppliedMs as number[] | undefined) ?? []),
+  )
+  .sort((a, b) => a - b);
+const identical = converged.filter((x) => !Number.isNaN(x)).length;
+console.log(`${written} changes written; ${identical}/${followers} followers byte-identical to the Source`);
+console.log(
+  `converged after the last write in max ${Math.max(...converged.filter((x) => !Number.isNaN(x))).toFixed(0)} ms`,
+);
+if (latencies.length > 0) {
+  console.log(
+    `change recorded -> follower run done (${latencies.length} samples): p50 ${pct(latencies, 50)} ms  p99 ${pct(latencies, 99)} ms  max ${latencies.at(-1)} ms`,
+  );
+}
+for (const p of [...procs, serve]) p.child.kill('SIGTERM');
+await new Promise((r) => setTimeout(r, 1000));
+await rm(dir, { recursive: true, force: true });
