@@ -242,7 +242,11 @@ export function register(program: Command): void {
         .choices(['single', 'top-level'])
         .default('single'),
     )
-    .option('--max-entries <n>', 'entries per document before an index is used (default 50000)', positiveInteger)
+    .option(
+      '--max-entries <n>',
+      'entries per document before an index is used, and parts an index lists (default 50000)',
+      positiveInteger,
+    )
     .option('--dump-max-bytes <n>', 'bytes of bitstreams per dump package (default 268435456)', positiveInteger)
     .option('--dump-max-files <n>', 'bitstreams per dump package (default: --max-entries)', positiveInteger)
     .option('--changelist-max-entries <n>', 'changes per Change List before a new one opens', positiveInteger)

@@ -19,7 +19,7 @@ import {
   type Link,
   type Metadata,
 } from '../core/model.js';
-import { writeDocumentFile } from '../xml/writer.js';
+import { writeDocumentFile, writeSplitDocuments } from '../xml/index.js';
 import { partName, type SiteLayout } from './layout.js';
 import { resourceUrl } from './paths.js';
 import type { ChangeListPart, ChangeRecord, ResourceRecord, StoreSnapshot } from './store.js';
@@ -46,6 +46,8 @@ export interface SetInfo {
 export interface DocumentLimits {
   /** Entries per document before splitting into an index and parts (default 50,000, §4.2). */
   readonly maxEntriesPerDocument: number;
+  /** Bytes per document before splitting (default 52,428,800, §4.2). */
+  readonly maxBytesPerDocument?: number;
 }
 
 /** Everything generation needs besides the snapshot. */
@@ -166,28 +168,29 @@ interface ListSpec {
 async function writeListOrIndex(ctx: GenerationContext, spec: ListSpec): Promise<WrittenFiles> {
   const l = ctx.layout;
   const up = link('up', l.capabilityListUrl(spec.setName));
-  const max = ctx.limits.maxEntriesPerDocument;
-  const mainPath = l.path(spec.setName, `${spec.name}.xml`);
-  if (spec.count <= max) {
-    await writeDocumentFile(mainPath, header(spec.kind, spec.md, [up]), take(spec.entries, max), fsyncOpt(ctx));
-    return [mainPath];
+  const result = await writeSplitDocuments({
+    header: header(spec.kind, spec.md, [up]),
+    ...(spec.indexMd === undefined ? {} : { indexHeader: header(spec.indexKind, spec.indexMd, [up]) }),
+    entries: iterate(spec.entries),
+    dir: l.setDir(spec.setName),
+    baseUrl: l.url(spec.setName, ''),
+    name: (n) => `${spec.name}-${partName(n)}.xml`,
+    indexName: `${spec.name}.xml`,
+    maxEntries: ctx.limits.maxEntriesPerDocument,
+    ...(ctx.limits.maxBytesPerDocument === undefined ? {} : { maxBytes: ctx.limits.maxBytesPerDocument }),
+    ...fsyncOpt(ctx),
+  });
+  const files = result.documents.map((d) => d.path);
+  if (result.index !== undefined) files.push(result.index.path);
+  return files;
+}
+
+async function* iterate<T>(it: AsyncIterator<T>): AsyncGenerator<T, void, undefined> {
+  for (;;) {
+    const r = await it.next();
+    if (r.done === true) return;
+    yield r.value;
   }
-  const written: string[] = [];
-  const parts = Math.ceil(spec.count / max);
-  const indexEntries: Entry[] = [];
-  const indexLink = link('index', l.url(spec.setName, `${spec.name}.xml`));
-  for (let k = 1; k <= parts; k++) {
-    const file = `${spec.name}-${partName(k)}.xml`;
-    const path = l.path(spec.setName, file);
-    await writeDocumentFile(path, header(spec.kind, spec.md, [up, indexLink]), take(spec.entries, max), fsyncOpt(ctx));
-    written.push(path);
-    const e: Entry = { element: 'sitemap', loc: l.url(spec.setName, file), links: [] };
-    if (spec.kind === 'resource-list') e.md = { ...spec.md };
-    indexEntries.push(e);
-  }
-  await writeDocumentFile(mainPath, header(spec.indexKind, spec.indexMd ?? spec.md, [up]), indexEntries, fsyncOpt(ctx));
-  written.push(mainPath);
-  return written;
 }
 
 export { writeListOrIndex };

@@ -69,7 +69,7 @@ export interface RecordedChange {
 export interface SourceLimits {
   /** Entries per document before an Index is used (default 50,000, §4.2). */
   readonly maxEntriesPerDocument?: number;
-  /** Bytes per document: documents are split by entry count only; kept for the contract (default 50 MB). */
+  /** Bytes per (uncompressed) document before an Index is used (default 52,428,800, §4.2). */
   readonly maxBytesPerDocument?: number;
   /** Bytes of bitstreams per dump package (default 256 MiB). */
   readonly dumpMaxBytes?: number;
@@ -368,7 +368,10 @@ export class Source {
   #ctx(): GenerationContext {
     const ctx: { -readonly [K in keyof GenerationContext]: GenerationContext[K] } = {
       layout: this.layout,
-      limits: { maxEntriesPerDocument: this.#limits.maxEntriesPerDocument },
+      limits: {
+        maxEntriesPerDocument: this.#limits.maxEntriesPerDocument,
+        maxBytesPerDocument: this.#limits.maxBytesPerDocument,
+      },
     };
     if (this.#options.fsync !== undefined) ctx.fsync = this.#options.fsync;
     return ctx;

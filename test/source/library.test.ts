@@ -174,6 +174,41 @@ describe('Source library API', () => {
     }
   });
 
+  it('splits documents by size as well as by count', async () => {
+    const { dir, cleanup } = await tempDir();
+    const store = await openSqliteStore({ path: join(dir, 'source.db') });
+    try {
+      const source = await Source.open({
+        store,
+        baseUrl: 'http://localhost/',
+        siteDir: join(dir, 'site'),
+        limits: { maxBytesPerDocument: 2000 },
+        fsync: false,
+      });
+      await source.recordChanges(
+        Array.from({ length: 12 }, (_, i) => ({
+          uri: `r${i}`,
+          change: 'created' as const,
+          length: i,
+          type: 'text/plain',
+        })),
+      );
+      const { docs } = await crawl(source, source.sourceDescriptionUrl);
+      const parts = docs.filter((d) => d.doc.kind === 'resource-list');
+      assert.ok(parts.length >= 2, 'split by size');
+      assert.ok(docs.some((d) => d.doc.kind === 'resource-list-index'));
+      for (const p of parts) assert.ok((await readFile(p.path)).length <= 2000);
+      assert.equal(
+        parts.reduce((a, p) => a + p.doc.entries.length, 0),
+        12,
+      );
+      await source.close();
+    } finally {
+      await store.close();
+      await cleanup();
+    }
+  });
+
   it('refuses a base URL that is not absolute http(s)', async () => {
     const { dir, cleanup } = await tempDir();
     const store = await openSqliteStore({ path: join(dir, 'source.db') });

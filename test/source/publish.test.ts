@@ -40,7 +40,7 @@ describe('resourcesync publish', () => {
       await writeFile(join(coll, 'b', 'x y.html'), '<p>x</p>');
       const out = join(dir, 'site');
       const c = capture();
-      const base = { dir: coll, out, baseUrl: 'https://example.org/data/', sets: 'top-level' as const, maxEntries: 2 };
+      const base = { dir: coll, out, baseUrl: 'https://example.org/data/', sets: 'top-level' as const, maxEntries: 3 };
       assert.equal(await runPublish({ ...base, ...sink(c), progress: false }), 0, c.text.err.join(''));
       assert.match(c.text.out.join(''), /first run: inventory of 6 resources/);
       const site = staticSite(out);
