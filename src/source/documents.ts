@@ -136,15 +136,6 @@ function fsyncOpt(ctx: GenerationContext): { fsync?: boolean } {
   return ctx.fsync === undefined ? {} : { fsync: ctx.fsync };
 }
 
-/** Yields at most `n` values of a shared iterator without closing it. */
-async function* take<T>(it: AsyncIterator<T>, n: number): AsyncGenerator<T, void, undefined> {
-  for (let i = 0; i < n; i++) {
-    const r = await it.next();
-    if (r.done === true) return;
-    yield r.value;
-  }
-}
-
 /** What {@link writeListOrIndex} writes. */
 interface ListSpec {
   readonly kind: 'resource-list' | 'resource-dump' | 'change-dump';
