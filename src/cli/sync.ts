@@ -250,7 +250,10 @@ export function register(program: Command): void {
     .option('--timeout <seconds>', 'connect, headers and body-idle timeout (defaults 10, 30, 30)', secondsToMs)
     .option('--no-dumps', 'ignore Resource Dumps and Change Dumps')
     .option('--layout <layout>', 'local layout: host-path (default) or path')
-    .option('--durability <mode>', 'batch (default: fsync files before recording them), file, or none')
+    .option(
+      '--durability <mode>',
+      'file (default: fsync each file before recording it), batch (fsync batches before recording), or none',
+    )
     .option(
       '--follow',
       'after syncing, stay in step through change notifications until Ctrl-C (WebSocket, or WebSub with --callback)',
@@ -275,7 +278,7 @@ export function register(program: Command): void {
       }
       const durability = o['durability'];
       if (durability !== undefined && durability !== 'batch' && durability !== 'file' && durability !== 'none') {
-        process.stderr.write('resourcesync sync: --durability is batch, file or none\n');
+        process.stderr.write('resourcesync sync: --durability is file, batch or none\n');
         process.exitCode = EXIT.USAGE;
         return;
       }

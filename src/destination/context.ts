@@ -70,12 +70,13 @@ export function dryState(real: StateLike | undefined): StateLike {
 }
 
 /**
- * How installed files are made durable before the state records them.
- * - `batch` (default): files are renamed into place without fsync; before the transaction that records a batch
- *   of them commits, every file of the batch and its directory are fsynced (in parallel, so the file system
- *   can merge the journal commits). A record therefore never names a file that a power loss could take away.
- * - `file`: each file is fsynced before its rename; the directories of a batch are fsynced before the batch is
- *   recorded.
+ * How installed files are made durable before the state records them. Both `file` and `batch` keep the rule
+ * "a record never names a file a power loss could take away"; they differ in cost.
+ * - `file` (default): each file is fdatasync'ed before its rename (on the thread pool, so several at once); the
+ *   directories of a batch of records are fsynced before the transaction that records the batch commits.
+ * - `batch`: files are renamed into place without fsync; before the transaction that records a batch of them
+ *   commits, every file of the batch (reopened) and its directory are fsynced, 32 at a time. Measured slower
+ *   than `file` here (the reopen costs more than the inline flush), kept for file systems where it is not.
  * - `none`: no fsync at all (tests and throwaway copies); a process crash loses nothing, a power loss may.
  */
 export type Durability = 'batch' | 'file' | 'none';

@@ -52,7 +52,7 @@ export interface DestinationOptions {
   readonly client?: HttpClient;
   /** Resources fetched or installed at once (default 16). */
   readonly concurrency?: number;
-  /** See {@link Durability} (default `batch`). */
+  /** See {@link Durability} (default `file`). */
   readonly durability?: Durability;
   /** Bound on a downloaded dump package (default 8 GiB). */
   readonly maxPackageBytes?: number;
@@ -168,7 +168,7 @@ export class Destination {
         checksum: o.checksum ?? false,
         noDumps: o.noDumps ?? false,
         autoBaseline: o.autoBaseline ?? false,
-        durability: o.durability ?? 'batch',
+        durability: o.durability ?? 'file',
         tmpDir,
       };
       if (o.maxPackageBytes !== undefined) ctxOptions.maxPackageBytes = o.maxPackageBytes;
