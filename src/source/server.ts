@@ -185,7 +185,8 @@ export function createSourceServer(
   );
   server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 5_000;
   // No 'timeout' listener: Node destroys a socket idle for this long (a client that stopped reading).
-  server.setTimeout(options.idleTimeoutMs ?? 60_000);
+  const idleTimeoutMs = options.idleTimeoutMs ?? 60_000;
+  server.setTimeout(idleTimeoutMs);
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
     // A response is being written on this socket (e.g. junk after a `Connection: close` request): let it finish;
     // the parser will not read another request from this socket, so it closes after that response.
@@ -227,6 +228,14 @@ export function createSourceServer(
     });
     if (closing) res.setHeader('Connection', 'close');
     res.setHeader('X-Content-Type-Options', 'nosniff');
+    // While the Source looks up or generates (a cold Resource List of a million entries takes a while), the
+    // socket is quiet through no fault of the client: the idle timeout resumes when the response starts.
+    socket.setTimeout(0);
+    const writeHead = res.writeHead;
+    res.writeHead = ((...args: Parameters<typeof res.writeHead>) => {
+      socket.setTimeout(idleTimeoutMs);
+      return writeHead.apply(res, args);
+    }) as typeof res.writeHead;
     try {
       await route(req, res, method, target);
     } catch (e) {

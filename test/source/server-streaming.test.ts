@@ -6,9 +6,9 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type DirectorySource, openDirectorySource } from '../../src/source/index.js';
+import { type DirectorySource, openDirectorySource, type SourceSite } from '../../src/source/index.js';
 import { createSourceServer, type RequestLogEntry } from '../../src/source/server.js';
-import { bytesReadByProcess, openFdCount, sleep } from './server-helpers.js';
+import { bytesReadByProcess, fetchRaw, openFdCount, sleep } from './server-helpers.js';
 
 const BIG = 48 * 1024 * 1024;
 let root = '';
@@ -176,6 +176,29 @@ describe('streaming', () => {
     dl.socket.resume();
     await dl.ended;
     assert.ok(dl.body() < BIG);
+    await server.close();
+  });
+
+  it('a slow lookup (cold generation) is not cut by the idle timeout; the response then is', async () => {
+    // Fault injection around the real Source: document() takes longer than the idle timeout.
+    const slow: SourceSite = {
+      baseUrl: site.baseUrl,
+      sourceDescriptionUrl: site.sourceDescriptionUrl,
+      document: async (p) => {
+        await sleep(900);
+        return site.document(p);
+      },
+      resource: (p) => site.resource(p),
+      capabilityListUrl: (p) => site.capabilityListUrl(p),
+      robotsTxt: () => site.robotsTxt(),
+      onChange: (l) => site.onChange(l),
+      close: async () => {},
+    };
+    const server = createSourceServer(slow, { idleTimeoutMs: 300 });
+    const { port } = await server.listen(0);
+    const r = await fetchRaw(port, '/.well-known/resourcesync');
+    assert.equal(r.status, 200);
+    assert.match(r.body.toString(), /capability="description"/);
     await server.close();
   });
 
