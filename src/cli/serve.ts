@@ -236,6 +236,13 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
     onError: (e, req) => warn(`${req.method} ${req.target}: ${e instanceof Error ? e.message : String(e)}`),
   });
   const stopSignal = o.until ?? waitForSignal();
+  let started = false;
+  void stopSignal.then(() => {
+    // The initial scan cannot be interrupted without losing its work; say so (a second Ctrl-C kills the
+    // process, which the store survives).
+    if (!started)
+      process.stderr.write('resourcesync: stopping once the initial scan is done (Ctrl-C again to abort)\n');
+  });
   let address: Awaited<ReturnType<typeof server.listen>>;
   try {
     address = await server.listen(o.port, o.host);
@@ -282,6 +289,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
     // Opening scans the tree against the stored inventory (the first scan of a new state is the baseline).
     site = await openDirectorySource(options);
     resolveSite(site);
+    started = true;
     if (o.notify !== false) {
       notifications = attachSourceNotifications({
         server: server.httpServer,
