@@ -149,6 +149,26 @@ describe('resourcesync serve', () => {
     assert.equal(await r.exit, 0, r.stderr());
   });
 
+  it('watching: a file created while serving appears in the Resource List and is served', async () => {
+    await mkdir(join(root, 'w'));
+    await writeFile(join(root, 'w', 'first.txt'), 'first\n');
+    const r = run(['serve', join(root, 'w'), '--port', '0', '--state', join(root, 'state-w'), '--json']);
+    const ev = await waitForEvent(r, 'listening');
+    const url = ev.url as string;
+    await writeFile(join(root, 'w', 'new file.txt'), 'new\n');
+    const deadline = Date.now() + 20_000;
+    let listed = false;
+    while (!listed && Date.now() < deadline) {
+      const list = await (await fetch((ev.resourceLists as string[])[0]!)).text();
+      listed = list.includes(`${url}new%20file.txt`);
+      if (!listed) await new Promise((res) => setTimeout(res, 200));
+    }
+    assert.ok(listed, 'the new file is in the Resource List');
+    assert.equal(await (await fetch(`${url}new%20file.txt`)).text(), 'new\n');
+    r.child.kill('SIGTERM');
+    assert.equal(await r.exit, 0, r.stderr());
+  });
+
   it('restarts on the same state and serves again', async () => {
     const r = run(['serve', join(root, 'c'), '--port', '0', '--state', join(root, 'state'), '--json', '--no-watch']);
     const ev = await waitForEvent(r, 'listening');
