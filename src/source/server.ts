@@ -23,12 +23,18 @@
  * - Request targets are checked before the Source maps them (400 for dot segments, encoded `/` `\` NUL,
  *   malformed percent-encoding, raw non-ASCII); hidden (dot) segments are 404 without asking the Source. The
  *   Source (`SourceSite.resource`) remains the authority on what is inside the collection.
+ * - Routing: `/robots.txt`, then the Source's documents (so a collection file cannot shadow
+ *   `/.well-known/resourcesync` or `/robots.txt`), then resources (optionally `/dir/` -> `/dir/index.html`).
+ *   503 + Retry-After while the Source is opening, or when a file no longer has its recorded length (the
+ *   watcher is about to record the change). A 500 (a Source that throws) carries a small text body only.
  * - Timeouts: headers, whole request, idle keep-alive, and an idle-socket timeout that drops clients that stop
- *   reading (slow-client protection). Graceful {@link SourceServer.close}: stop accepting, let in-flight
- *   responses finish until a deadline, then destroy the remaining connections.
+ *   reading (slow-client protection); it is suspended while the Source looks up or generates a document.
+ *   Graceful {@link SourceServer.close}: stop accepting, let in-flight responses finish until a deadline, then
+ *   destroy the remaining connections.
  *
- * Memory per response: one 64 KiB read buffer (plus the socket's and zlib's buffers, bounded by their
- * highWaterMarks), and for HTML link injection the first 64 KiB of the file. Nothing is buffered whole.
+ * Memory per response: files up to 64 KiB are read whole (one read, one write); larger ones are streamed with
+ * backpressure through one 64 KiB buffer (plus the socket's and zlib's buffers, bounded by their
+ * highWaterMarks); HTML link injection reads the first 64 KiB. A 304 opens no file.
  *
  * @module
  */
