@@ -309,6 +309,8 @@ interface DirectResult {
   updated: number;
   deleted: number;
   skipped: number;
+  /** Changes whose content had changed again by the time it was fetched (a newer notification follows). */
+  superseded: number;
   /** Record times (epoch ms) of the changes it left to a catch-up run. */
   readonly leftOver: number[];
   /** From each applied change being recorded at the Source to its application here, ms. */
@@ -343,7 +345,15 @@ class DirectApplier {
   }
 
   async apply(changes: readonly ResourceChange[], signal: AbortSignal): Promise<DirectResult> {
-    const r: DirectResult = { created: 0, updated: 0, deleted: 0, skipped: 0, leftOver: [], latencies: [] };
+    const r: DirectResult = {
+      created: 0,
+      updated: 0,
+      deleted: 0,
+      skipped: 0,
+      superseded: 0,
+      leftOver: [],
+      latencies: [],
+    };
     // The last change of a resource in the notification wins.
     const byUri = new Map<string, ResourceChange>();
     for (const c of changes) {
@@ -398,7 +408,8 @@ class DirectApplier {
             ...(c.length === undefined ? {} : { length: c.length }),
             ...(Object.keys(hashes).length === 0 ? {} : { hashes }),
           },
-          { signal, root: this.#root, fsync: this.#options.durability !== 'none' },
+          // No retries here: a failure is left to a catch-up run, which has its own.
+          { signal, root: this.#root, fsync: this.#options.durability !== 'none', retries: 0 },
         );
         const next: { -readonly [K in keyof ResourceRecord]: ResourceRecord[K] } = {
           uri: c.uri,
@@ -415,7 +426,13 @@ class DirectApplier {
         r.latencies.push(Date.now() - ms);
       } catch (e) {
         if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
-        // Changed again since (hash mismatch), gone, or unreachable: the Change List knows the outcome.
+        if (isResourceSyncError(e, 'RS_HASH_MISMATCH') || isResourceSyncError(e, 'RS_LENGTH_MISMATCH')) {
+          // Changed again since: that newer change is recorded too and its notification follows (a lost one is
+          // repaired by the periodic catch-up). The old file is untouched.
+          r.superseded++;
+          return;
+        }
+        // Gone or unreachable: the Change List knows the outcome.
         r.leftOver.push(ms);
       }
     };
