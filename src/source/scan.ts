@@ -175,7 +175,20 @@ async function* walk(ctx: ScanContext, relDir: string): AsyncGenerator<WalkItem,
     items.push(item);
   }
   items.sort((a, b) => Buffer.compare(a.key, b.key));
-  for (const it of items) {
+  // The stats of the next files are asked for ahead (a window of STAT_AHEAD), so the thread pool works on
+  // several at once while the results are used in order.
+  const ahead = new Map<number, Promise<BigIntStats | Error>>();
+  const prefetch = (k: number): void => {
+    const it = items[k];
+    if (it === undefined || it.dir || it.target !== undefined || ahead.has(k)) return;
+    ahead.set(
+      k,
+      statBig(join(absDir, it.name)).catch((e: unknown) => e as Error),
+    );
+  };
+  for (let i = 0; i < items.length; i++) {
+    const it = items[i]!;
+    for (let k = i; k < Math.min(items.length, i + STAT_AHEAD); k++) prefetch(k);
     const rel = relDir === '' ? it.name : `${relDir}/${it.name}`;
     const abs = join(absDir, it.name);
     if (it.dir) {
@@ -185,15 +198,16 @@ async function* walk(ctx: ScanContext, relDir: string): AsyncGenerator<WalkItem,
     }
     let st = it.target;
     if (st === undefined) {
-      try {
-        st = await statBig(abs);
-      } catch (e) {
-        const code = (e as NodeJS.ErrnoException).code;
+      const res = await ahead.get(i)!;
+      ahead.delete(i);
+      if (res instanceof Error) {
+        const code = (res as NodeJS.ErrnoException).code;
         if (code === 'ENOENT') continue; // vanished between readdir and stat
-        ctx.onWarning(`cannot stat ${abs}: ${(e as Error).message}; kept as it was`);
+        ctx.onWarning(`cannot stat ${abs}: ${res.message}; kept as it was`);
         yield { kind: 'keep', rel };
         continue;
       }
+      st = res;
       if (!st.isFile()) {
         ctx.onWarning(`skipped ${abs}: not a regular file`);
         continue;
@@ -222,6 +236,8 @@ const statBig = (path: string): Promise<BigIntStats> =>
   new Promise((resolve, reject) =>
     fs.stat(path, { bigint: true }, (err, st) => (err === null ? resolve(st) : reject(err))),
   );
+/** Stats asked for ahead of use while walking a directory. */
+const STAT_AHEAD = 32;
 /** O_NONBLOCK: a file swapped for a FIFO between the stat and the open must not block the scan. */
 const OPEN_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NONBLOCK;
 
