@@ -82,6 +82,8 @@ export interface SourceServerOptions {
   readonly keepAliveTimeoutMs?: number;
   /** A socket with no activity (e.g. a client that stopped reading a response) for this long is destroyed. Default 60 s. */
   readonly idleTimeoutMs?: number;
+  /** Connections beyond this many are refused (closed at once), so that file descriptors last. Default 1,000. */
+  readonly maxConnections?: number;
   /** How long {@link SourceServer.close} waits for in-flight responses before destroying them. Default 5 s. */
   readonly closeTimeoutMs?: number;
   /** gzip level for XML documents compressed per request (1-9). Default 6. */
@@ -190,6 +192,7 @@ export function createSourceServer(
     },
   );
   server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 5_000;
+  server.maxConnections = options.maxConnections ?? 1_000;
   // No 'timeout' listener: Node destroys a socket idle for this long (a client that stopped reading).
   const idleTimeoutMs = options.idleTimeoutMs ?? 60_000;
   server.setTimeout(idleTimeoutMs);

@@ -217,6 +217,31 @@ describe('streaming', () => {
     await server.close();
   });
 
+  it('connections beyond maxConnections are refused', async () => {
+    const server = createSourceServer(site, { maxConnections: 2 });
+    const { port } = await server.listen(0);
+    const open = (): Promise<{ socket: Socket; closed: Promise<void> }> =>
+      new Promise((resolve) => {
+        const socket = connect(port, '127.0.0.1');
+        const closed = new Promise<void>((r) => socket.on('close', () => r()));
+        socket.on('error', () => {});
+        socket.on('connect', () => resolve({ socket, closed }));
+      });
+    const a = await open();
+    const b = await open();
+    await sleep(50);
+    const c = await open();
+    await c.closed; // dropped by the server
+    const r = await fetchRaw(port, '/big.bin', { method: 'HEAD' }).catch((e: unknown) => e);
+    assert.ok(r instanceof Error, 'a fourth connection is refused too while two are open');
+    a.socket.destroy();
+    b.socket.destroy();
+    await Promise.all([a.closed, b.closed]);
+    await sleep(50);
+    assert.equal((await fetchRaw(port, '/big.bin', { method: 'HEAD' })).status, 200);
+    await server.close();
+  });
+
   it('an idle keep-alive connection does not hold close() up', async () => {
     const server = createSourceServer(site, { keepAliveTimeoutMs: 60_000, closeTimeoutMs: 30_000 });
     const { port } = await server.listen(0);
