@@ -153,13 +153,14 @@ function nameSlot(len: number, first: number, last: number): number {
 }
 
 /**
- * Character classes for names: 0 name character (or not ASCII), 1 ends the name (white space, '>', '/',
- * '='), 2 colon, 3 not allowed in a name.
+ * Character classes of ASCII characters in names: 0 name character (letters, digits, `.`, `-`, `_`; every
+ * non-ASCII character is accepted too), 1 ends the name (white space, '>', '/', '='), 2 colon, 3 not allowed
+ * in a name (XML 1.0 §2.3 NameChar).
  */
-const NAME_CLASS = new Uint8Array(128);
+const NAME_CLASS = new Uint8Array(128).fill(3);
+for (let c = 0; c < 128; c++) if (/[A-Za-z0-9._-]/.test(String.fromCharCode(c))) NAME_CLASS[c] = 0;
 for (const ch of ' \t\n\r>/=') NAME_CLASS[ch.charCodeAt(0)] = 1;
 NAME_CLASS[58] = 2;
-for (const ch of '<"\'&') NAME_CLASS[ch.charCodeAt(0)] = 3;
 
 /** The attribute names of `rs:md` and `rs:ln` (and `xmlns`), by {@link nameSlot}: no collisions among them. */
 const ATTR_SLOTS: (string | undefined)[] = new Array<string | undefined>(64).fill(undefined);

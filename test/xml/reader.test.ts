@@ -391,6 +391,8 @@ describe('refusals', () => {
     await refused(doc('<url><zz:x/></url>'), 'RS_XML_SYNTAX', 3, 6);
     await refused(doc('<url><x zz:a="1"/></url>'), 'RS_XML_SYNTAX', 3, 6);
     await refused(doc('<url><1x/></url>'), 'RS_XML_SYNTAX', 3, 6);
+    await refused(doc('<url><a!b/></url>'), 'RS_XML_SYNTAX', 3, 8);
+    await refused(doc('<url><a b$c="1"/></url>'), 'RS_XML_SYNTAX', 3, 10);
     await refused(doc('<url><!-- a -- b --></url>'), 'RS_XML_SYNTAX', 3, 13);
     await refused(`${doc('')}trailing`, 'RS_XML_SYNTAX', 5, 1);
     await refused(`${doc('')}<urlset ${NS}/>`, 'RS_XML_SYNTAX', 5, 1);
