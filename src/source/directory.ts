@@ -196,7 +196,9 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
         await site?.scanPaths(uris);
       },
     });
+    const stop = new AbortController();
     const ctx: ScanContext = {
+      signal: stop.signal,
       root,
       store,
       setOf,
@@ -205,7 +207,7 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
       blobs,
       ...(options.onScanProgress === undefined ? {} : { onProgress: options.onScanProgress }),
     };
-    site = new DirectorySourceImpl(source, ctx, stateDir, options);
+    site = new DirectorySourceImpl(source, ctx, stateDir, options, stop);
     if (options.scanOnOpen !== false) await site.scan();
     if (options.watch === true) await site.watch();
     return site;
@@ -227,7 +229,16 @@ class DirectorySourceImpl implements DirectorySource {
   #watcher: WatchHandle | undefined;
   #closed = false;
 
-  constructor(source: Source, ctx: ScanContext, stateDir: string, options: DirectorySourceOptions) {
+  readonly #stop: AbortController;
+
+  constructor(
+    source: Source,
+    ctx: ScanContext,
+    stateDir: string,
+    options: DirectorySourceOptions,
+    stop: AbortController,
+  ) {
+    this.#stop = stop;
     this.source = source;
     this.store = source.store;
     this.root = ctx.root;
@@ -360,6 +371,8 @@ class DirectorySourceImpl implements DirectorySource {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    // A scan in progress stops at the next file; what it recorded stays (the next start-up scan resumes).
+    this.#stop.abort();
     await this.unwatch();
     await this.#queue;
     await this.source.close();

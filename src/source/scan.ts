@@ -15,6 +15,7 @@ import { join, sep } from 'node:path';
 import { promisify } from 'node:util';
 import mime from 'mime-types';
 import type { HashAlgorithm } from '../core/constants.js';
+import { ResourceSyncError } from '../core/errors.js';
 import type { Hashes } from '../core/hash.js';
 import { createMultiHasher } from '../io/hashing.js';
 import type { BlobStore, BlobWriter } from './blobs.js';
@@ -43,6 +44,8 @@ export interface ScanContext {
   readonly onRead?: (abs: string, attempt: number, bytesSoFar: number) => Promise<void> | void;
   /** Called every 1,000 files walked with the count so far (progress display). */
   readonly onProgress?: (files: number) => void;
+  /** Stops a scan between files (`RS_ABORTED`); what was recorded so far stays recorded. */
+  readonly signal?: AbortSignal;
 }
 
 /** Figures of a scan. */
@@ -482,6 +485,7 @@ export async function scanTree(
   let cur = await nextInv();
   try {
     for await (const item of walk(ctx, relDir)) {
+      if (ctx.signal?.aborted === true) throw new ResourceSyncError('RS_ABORTED', `scan of ${ctx.root} stopped`);
       while (cur !== undefined && compareKeys(cur.uri, item.rel) < 0) {
         await push(deleted(cur));
         cur = await nextInv();
