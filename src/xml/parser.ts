@@ -236,6 +236,8 @@ export class DocumentParser {
   private hasAmp = false;
   private hasCR = false;
   private hasTab = false;
+  /** Position of the next `]]>` at or after the last text checked (-1: none; -2: not searched yet). */
+  private nextCdEnd = -2;
 
   // Line tracking: lines are counted lazily up to the positions asked for.
   private line = 1;
@@ -350,6 +352,7 @@ export class DocumentParser {
     this.hasAmp = text.indexOf('&', m) >= 0;
     this.hasCR = text.indexOf('\r', m) >= 0;
     this.hasTab = text.indexOf('\t', m) >= 0;
+    this.nextCdEnd = -2;
     this.nextLt = -2;
   }
 
@@ -446,6 +449,7 @@ export class DocumentParser {
     this.hasAmp = b.indexOf('&') >= 0;
     this.hasCR = b.indexOf('\r') >= 0;
     this.hasTab = b.indexOf('\t') >= 0;
+    this.nextCdEnd = -2;
     this.nextLt = -2;
   }
 
@@ -557,6 +561,11 @@ export class DocumentParser {
 
   /** Text between markup, `buf[a, b)`. */
   private text(a: number, b: number): void {
+    if (this.nextCdEnd !== -1) {
+      // `]]>` may not appear in text (XML 1.0 §2.4); one search per occurrence in the buffer.
+      if (this.nextCdEnd < a) this.nextCdEnd = this.buf.indexOf(']]>', a);
+      if (this.nextCdEnd >= 0 && this.nextCdEnd < b) this.syntax("']]>' is not allowed in text", this.nextCdEnd);
+    }
     const k = this.depth === 0 ? -1 : this.stackKind[this.depth - 1]!;
     if (k >= K_LOC && k <= K_PRIORITY) {
       const t = this.decodeText(a, b);

@@ -392,6 +392,8 @@ describe('refusals', () => {
     await refused(doc('<url><x zz:a="1"/></url>'), 'RS_XML_SYNTAX', 3, 6);
     await refused(doc('<url><1x/></url>'), 'RS_XML_SYNTAX', 3, 6);
     await refused(doc('<url><a!b/></url>'), 'RS_XML_SYNTAX', 3, 8);
+    await refused(doc('<url><loc>a]]>b</loc></url>'), 'RS_XML_SYNTAX', 3, 12);
+    await refused(doc('<url><loc><![CDATA[x]]></loc><x:y xmlns:x="u">]]></x:y></url>'), 'RS_XML_SYNTAX', 3, 47);
     await refused(doc('<url><a b$c="1"/></url>'), 'RS_XML_SYNTAX', 3, 10);
     await refused(doc('<url><!-- a -- b --></url>'), 'RS_XML_SYNTAX', 3, 13);
     await refused(`${doc('')}trailing`, 'RS_XML_SYNTAX', 5, 1);
