@@ -12,8 +12,9 @@
  * and names, attribute syntax and uniqueness (by literal and by expanded name), bound prefixes, reference
  * syntax (only the five predefined entities and character references), one root element, nothing but
  * comments, PIs and white space around it, the XML declaration at the very start only. DTDs are refused.
- * Not checked (by design, for speed): `]]>` in text, the full Unicode ranges of name characters, and C0
- * control characters in text (`reader.ts` checks those per chunk).
+ * `]]>` in text and characters XML forbids (C0 controls, U+FFFE/FFFF; checked once per chunk) are refused.
+ * Not checked (by design, for speed): the Unicode ranges of non-ASCII name characters (any non-ASCII
+ * character is accepted in a name), and the syntax of processing-instruction targets.
  *
  * Hostile input: work is linear in the input however it is chunked (a long token cut by chunk boundaries is
  * parsed again only once the input behind it has doubled; attribute uniqueness uses a set past 16
