@@ -7,3 +7,4 @@
  * @module
  */
 export * from './core/index.js';
+export * from './xml/index.js';

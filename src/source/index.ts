@@ -55,3 +55,10 @@ export type SourceSite = Pick<
   | 'onChange'
   | 'close'
 >;
+export {
+  createSourceServer,
+  type ListeningAddress,
+  type RequestLogEntry,
+  type SourceServer,
+  type SourceServerOptions,
+} from './server.js';
