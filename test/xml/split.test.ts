@@ -227,6 +227,32 @@ describe('writeSplitDocuments', () => {
     assert.deepStrictEqual(await readFile(join(d, 'i.xml')), before);
   });
 
+  it('stops with RS_ABORTED and leaves no file behind', async () => {
+    const d = join(dir, 'abort');
+    const ac = new AbortController();
+    function* entries(): Generator<Entry> {
+      for (const [i, e] of resources(100).entries()) {
+        if (i === 30) ac.abort();
+        yield e;
+      }
+    }
+    await rejectsWith(
+      () =>
+        writeSplitDocuments({
+          header: createHeader('resource-list'),
+          entries: entries(),
+          dir: d,
+          baseUrl: BASE,
+          name: (n) => `p${n}.xml`,
+          indexName: 'i.xml',
+          maxEntries: 10,
+          signal: ac.signal,
+        }),
+      'RS_ABORTED',
+    );
+    assert.deepStrictEqual(await readdir(d), []);
+  });
+
   it('refuses file names that are not plain names', async () => {
     await writeFile(join(dir, 'x'), '');
     await rejectsWith(
