@@ -13,7 +13,8 @@ import { forEachConcurrent } from './concurrent.js';
 import { type SyncContext, describeError, hashLocal, regularFileSize } from './context.js';
 import { openExpected, openListTree } from './documents.js';
 import { DumpPackage, downloadPackage } from './dump.js';
-import { candidateUrls, expectedOf, hashesMatchExpected, isUpToDate } from './plan.js';
+import { candidateUrls, expectedOf, hashesMatchExpected, isUpToDate, recordHashes } from './plan.js';
+import { hashesMatch } from '../core/hash.js';
 
 /** Where a baseline reads from. */
 export interface BaselineSources {
@@ -211,9 +212,14 @@ export async function applyListEntry(ctx: SyncContext, entry: Entry, at: string 
   if (target === undefined) return;
   const expected = expectedOf(entry);
   const rec = ctx.state.get(uri);
-  // An unrecorded resource has no local file unless a run was interrupted (or a file was put there by hand,
-  // which is then simply replaced): no stat for it.
-  const size = rec === undefined && ctx.options.resumed !== true ? undefined : await regularFileSize(target);
+  // The file is looked at only when that can spare the download: a record that may match (no hash to tell, or
+  // the same hash), or after an interrupted run (files installed but not recorded are adopted). An unrecorded
+  // file otherwise (put there by hand) is simply replaced.
+  const mayMatch =
+    rec !== undefined &&
+    rec.deleted !== true &&
+    (expected.hashes === undefined || hashesMatch(expected.hashes, recordHashes(rec)) !== false);
+  const size = mayMatch || ctx.options.resumed === true ? await regularFileSize(target) : undefined;
   if (size !== undefined && isUpToDate(rec, expected, size)) {
     await touch(ctx, rec, at);
     ctx.count(uri, 'skipped', 'list');
@@ -237,7 +243,7 @@ export async function applyListEntry(ctx: SyncContext, entry: Entry, at: string 
       // Unreadable: fetch it again.
     }
   }
-  const action = rec === undefined || rec.deleted === true || size === undefined ? 'created' : 'updated';
+  const action = rec === undefined || rec.deleted === true ? 'created' : 'updated';
   if (ctx.options.dryRun) {
     ctx.count(uri, action, 'list');
     return;

@@ -17,6 +17,7 @@ import { forEachConcurrent } from './concurrent.js';
 import { type SyncContext, describeError, hashLocal, regularFileSize } from './context.js';
 import { type ChangeDocumentRef, openExpected, readChangeDumpIndex, readChangeListIndex } from './documents.js';
 import { DumpPackage, downloadPackage } from './dump.js';
+import { hashesMatch } from '../core/hash.js';
 import type { ResourceRecord } from './state.js';
 import {
   type ChangePlan,
@@ -28,6 +29,7 @@ import {
   hashesMatchExpected,
   isChangeApplied,
   isUpToDate,
+  recordHashes,
   selectIntervals,
 } from './plan.js';
 
@@ -231,7 +233,14 @@ async function applyChange(ctx: SyncContext, change: PlannedChange, pkg: DumpPac
     return;
   }
   const expected = expectedOf(change.entry);
-  const size = await regularFileSize(target);
+  // The file is looked at only when that can spare the download: the record may already match the change
+  // (no hash to tell, or the same hash), or an unrecorded file may be adopted (see below).
+  const mayMatch =
+    rec !== undefined &&
+    rec.deleted !== true &&
+    (expected.hashes === undefined || hashesMatch(expected.hashes, recordHashes(rec)) !== false);
+  const mayAdopt = expected.hashes !== undefined && (rec === undefined || ctx.options.resumed === true);
+  const size = mayMatch || mayAdopt ? await regularFileSize(target) : undefined;
   if (size !== undefined && !ctx.options.dryRun && isUpToDate(rec, expected, size)) {
     // The content the change describes is already here (by recorded hash, or length + lastmod).
     await ctx.recorder.put({ ...(rec as ResourceRecord), sourceDatetime: change.datetime });
@@ -256,7 +265,7 @@ async function applyChange(ctx: SyncContext, change: PlannedChange, pkg: DumpPac
       // Unreadable: fetch again.
     }
   }
-  const action = rec === undefined || rec.deleted === true || size === undefined ? 'created' : 'updated';
+  const action = rec === undefined || rec.deleted === true ? 'created' : 'updated';
   if (ctx.options.dryRun) {
     ctx.count(uri, action, from);
     return;
