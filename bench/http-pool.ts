@@ -32,7 +32,11 @@ async function startServer(): Promise<{ url: string; child: ChildProcess }> {
   throw new Error('server did not start');
 }
 
+/** Client CPU time per request (µs) of the last measure: less sensitive to other load than the rate. */
+let lastCpuPerRequest = 0;
+
 async function measure(get: (url: string) => Promise<number>, base: string): Promise<number> {
+  const cpu0 = process.cpuUsage();
   const deadline = performance.now() + seconds * 1000;
   let done = 0;
   let bytes = 0;
@@ -47,6 +51,8 @@ async function measure(get: (url: string) => Promise<number>, base: string): Pro
   const t0 = performance.now();
   await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
   const elapsed = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  lastCpuPerRequest = (cpu.user + cpu.system) / done;
   if (bytes !== done * bodyBytes) throw new Error(`bad byte count ${bytes} for ${done} requests`);
   return done / elapsed;
 }
@@ -84,25 +90,32 @@ try {
   const a: number[] = [];
   const b: number[] = [];
   const c: number[] = [];
+  const cpuA: number[] = [];
+  const cpuB: number[] = [];
+  const cpuC: number[] = [];
   for (let r = 0; r < runs; r++) {
     a.push(await measure(pooled, url));
+    cpuA.push(lastCpuPerRequest);
     b.push(await measure(viaFetch, url));
+    cpuB.push(lastCpuPerRequest);
     c.push(await measure(raw, url));
+    cpuC.push(lastCpuPerRequest);
   }
   await client.close();
   await agent.close();
   const ma = median(a);
   const mb = median(b);
+  const mc = median(c);
+  const line = (label: string, rates: number[], cpu: number[]): string =>
+    `  ${label.padEnd(32)} ${Math.round(median(rates))} req/s, ${median(cpu).toFixed(1)} µs client CPU/request  (runs: ${rates.map(Math.round).join(', ')})`;
   console.log(
     `small GETs on loopback: ${bodyBytes}-byte bodies, concurrency ${concurrency}, ${runs} runs of ${seconds}s`,
   );
-  console.log(`  HttpClient (undici Agent pool): ${Math.round(ma)} req/s  (runs: ${a.map(Math.round).join(', ')})`);
-  console.log(`  fetch per request:              ${Math.round(mb)} req/s  (runs: ${b.map(Math.round).join(', ')})`);
+  console.log(line('HttpClient (undici Agent pool):', a, cpuA));
+  console.log(line('fetch per request:', b, cpuB));
+  console.log(line('raw undici Agent.request:', c, cpuC));
   console.log(
-    `  raw undici Agent.request:       ${Math.round(median(c))} req/s  (runs: ${c.map(Math.round).join(', ')})`,
-  );
-  console.log(
-    `  ratio HttpClient / fetch: ${(ma / mb).toFixed(2)}x; HttpClient / raw undici: ${(ma / median(c)).toFixed(2)}`,
+    `  ratio HttpClient / fetch: ${(ma / mb).toFixed(2)}x; HttpClient / raw undici: ${(ma / mc).toFixed(2)}; CPU per request HttpClient / raw undici: ${(median(cpuA) / median(cpuC)).toFixed(2)}`,
   );
 } finally {
   child.kill();

@@ -342,9 +342,10 @@ export class HttpClient {
   ): Promise<Dispatcher.ResponseData> {
     for (let attempt = 0; ; attempt++) {
       if (init.signal?.aborted === true) throw this.#fail(abortError(url.href, init.signal.reason));
-      await this.#politely(url.origin, init.signal).catch((e: unknown) => {
-        throw this.#fail(abortError(url.href, init.signal?.reason ?? e));
-      });
+      if (this.#politeness > 0)
+        await this.#politely(url.origin, init.signal).catch((e: unknown) => {
+          throw this.#fail(abortError(url.href, init.signal?.reason ?? e));
+        });
       this.stats.requests++;
       let retryAfter: number | undefined;
       let failure: ResourceSyncError;
@@ -527,7 +528,7 @@ function parseHttpUrl(url: string): URL {
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:')
     throw new ResourceSyncError('RS_HTTP', `unsupported URL scheme ${u.protocol}`, { url });
-  u.hash = '';
+  if (u.hash !== '') u.hash = '';
   return u;
 }
 
