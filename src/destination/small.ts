@@ -1,11 +1,10 @@
 /**
  * A fast path for small resources (most of a typical collection): the body is received into memory (its
  * declared length bounds it), hashed and verified, then written to a temporary file and renamed over the
- * target with synchronous calls when no per-file fsync is asked (no thread-pool hop, hence no context switch,
- * per call: creating a small file costs ~50 µs of kernel time on an idle machine), or on the thread pool with
- * fsync (so several files are flushed at once). The guarantees are those of the streaming path: nothing is
- * installed unless verified, readers see the old file or the new one, the temporary file is removed on
- * failure, parents are created without following symbolic links.
+ * target with two thread-pool calls (`writeFile`, `rename`) instead of the streaming path's file handle and
+ * per-chunk writes. The guarantees are those of the streaming path: nothing is installed unless verified,
+ * readers see the old file or the new one, the temporary file is removed on failure, parents are created
+ * without following symbolic links.
  *
  * @module
  */
@@ -22,6 +21,7 @@ import {
   unlink,
   unlinkSync,
   write,
+  writeFile,
   writeSync,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
@@ -102,27 +102,6 @@ export async function downloadSmall(
   }, retryOptions);
 }
 
-/** Creates `tmp` (exclusively) with `body`, synchronously; removes it again on failure. */
-function writeTempSync(tmp: string, body: Uint8Array): void {
-  let fd: number | undefined;
-  try {
-    fd = openSync(tmp, 'wx', 0o644);
-    let off = 0;
-    while (off < body.byteLength) off += writeSync(fd, body, off, body.byteLength - off);
-    closeSync(fd);
-    fd = undefined;
-  } catch (e) {
-    if (fd !== undefined) {
-      try {
-        closeSync(fd);
-      } catch {
-        // already failing
-      }
-    }
-    throw e;
-  }
-}
-
 /** Writes `body` to a temporary file next to `target` and renames it over `target` (synchronously). */
 export function writeFileAtomicSync(target: string, body: Uint8Array, fsync: boolean): void {
   const tmp = smallTempPath(target);
@@ -153,19 +132,20 @@ export function writeFileAtomicSync(target: string, body: Uint8Array, fsync: boo
 }
 
 /**
- * Writes `body` next to `target` and renames it over `target`: without fsync, the temporary file synchronously
- * and the rename on the thread pool; with `fsync`, open / write / fdatasync / close / rename on the thread pool
- * (so several files are flushed at once). The temporary file is removed on failure.
+ * Writes `body` next to `target` and renames it over `target`, on the thread pool (`writeFile` + `rename`; with
+ * `fsync`, open / write / fdatasync / close / rename, so several files are flushed at once). The temporary
+ * file is removed on failure.
  */
 export async function writeSmallFile(target: string, body: Uint8Array, fsync: boolean): Promise<void> {
   const tmp = smallTempPath(target);
   try {
     if (!fsync) {
-      // The temporary file synchronously (no thread-pool hop, hence no context switch, per call: creating a
-      // small file costs ~50 µs of kernel time on an idle machine); the rename on the thread pool, because a
-      // rename over an existing file starts the new file's writeback (ext4 auto_da_alloc), which measured
-      // ~0.7 ms here and must not block the event loop.
-      writeTempSync(tmp, body);
+      // Everything on the thread pool. Synchronous calls were tried: they save the hops on an idle machine, but
+      // block the event loop for milliseconds when the kernel holds the directory's lock (a rename over an
+      // existing file starts the new file's writeback on ext4, auto_da_alloc), measured here under load.
+      await new Promise<void>((resolve, reject) =>
+        writeFile(tmp, body, { flag: 'wx', mode: 0o644 }, (e) => (e === null ? resolve() : reject(e))),
+      );
       await new Promise<void>((resolve, reject) => rename(tmp, target, (e) => (e === null ? resolve() : reject(e))));
       return;
     }
