@@ -166,9 +166,9 @@ async function main(): Promise<void> {
   );
 
   const listRates: Record<string, number> = {};
-  for (const durability of ['none', 'batch', 'file'] as Durability[]) {
+  for (const durability of ['none', 'file', 'batch'] as Durability[]) {
     const times: number[] = [];
-    const runs = durability === 'file' ? 1 : RUNS;
+    const runs = RUNS;
     for (let r = 0; r < runs; r++) {
       const dir = await mkdtemp(join(tmpdir(), 'rs-bench-list-'));
       let failed = 0;
@@ -195,7 +195,7 @@ async function main(): Promise<void> {
     );
   }
 
-  for (const durability of ['none', 'batch'] as Durability[]) {
+  for (const durability of ['none', 'file', 'batch'] as Durability[]) {
     const times: number[] = [];
     for (let r = 0; r < RUNS; r++) {
       const dir = await mkdtemp(join(tmpdir(), 'rs-bench-dump-'));
@@ -216,7 +216,7 @@ async function main(): Promise<void> {
 
   const dir = await mkdtemp(join(tmpdir(), 'rs-bench-inc-'));
   await new Destination({ url, dir, noDumps: true, durability: 'none', concurrency: 32 }).baseline();
-  for (const durability of ['batch', 'none'] as Durability[]) {
+  for (const durability of ['none', 'file', 'batch'] as Durability[]) {
     const times: number[] = [];
     for (let r = 0; r < RUNS; r++) {
       await send({ cmd: 'changes', n: 1000 });
