@@ -67,6 +67,9 @@ export interface ReadIssue {
   readonly node?: ExtensionElement;
 }
 
+/** Most root-level elements (`rs:md`, `rs:ln`, others) before the first entry: the header stays small. */
+export const MAX_HEADER_ELEMENTS = 1000;
+
 /** Issues recorded per document; later ones are counted in one `too-many-issues` issue. */
 export const MAX_ISSUES = 100;
 
@@ -272,6 +275,7 @@ export class DocumentParser {
   /** Absolute offset of the start of the current root-level child (entry or other), for the size limit. */
   private unitStart = 0;
   private issueOverflow = 0;
+  private headerElements = 0;
   /** Where the current root-level child starts. */
   private unitLine = 0;
   private unitColumn = 0;
@@ -1154,6 +1158,8 @@ export class DocumentParser {
         return;
       }
       const h = this.header!;
+      if (!this.headerDone && ++this.headerElements > MAX_HEADER_ELEMENTS)
+        this.fail('RS_LIMIT', `more than ${MAX_HEADER_ELEMENTS} root-level elements before the first entry`, lt, qname);
       if (!this.headerDone && code === N_MD && h.md === undefined) {
         h.md = this.readMetadata(lt);
         this.push(qname, K_MD, undefined, scope, lt);

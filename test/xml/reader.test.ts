@@ -445,6 +445,8 @@ describe('refusals', () => {
 
   it('limits: depth, entry size, total bytes (plain and gzip): RS_LIMIT', async () => {
     await refused(doc(`<url>${'<x>'.repeat(40)}${'</x>'.repeat(40)}</url>`), 'RS_LIMIT', 3);
+    await rejectsWith(() => readDocument(enc(doc(`${'<rs:ln rel="a" href="b"/>'.repeat(1001)}<url/>`))), 'RS_LIMIT');
+    assert.equal((await readDocument(enc(doc(`${'<rs:ln rel="a" href="b"/>'.repeat(999)}<url/>`)))).links.length, 999);
     await refused(doc(`<url>${'<x>'.repeat(4)}${'</x>'.repeat(4)}</url>`), 'RS_LIMIT', 3, undefined, { maxDepth: 4 });
     await refused(doc(`<url><loc>${'a'.repeat(3000)}</loc></url>`), 'RS_LIMIT', 3, undefined, { maxEntryBytes: 1000 });
     await refused(doc(`<url><loc>a</loc>${'<x/>'.repeat(500)}</url>`), 'RS_LIMIT', 3, undefined, {
