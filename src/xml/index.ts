@@ -15,7 +15,7 @@
  * @module
  */
 export { type ByteSource, fileSource } from './bytes.js';
-export { MAX_ISSUES, type ReadIssue } from './parser.js';
+export { MAX_HEADER_ELEMENTS, MAX_ISSUES, type ReadIssue } from './parser.js';
 export {
   DEFAULT_MAX_BYTES,
   DEFAULT_MAX_DEPTH,
