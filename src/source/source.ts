@@ -627,6 +627,17 @@ export class Source {
     return { files, sets: this.setNames() };
   }
 
+  /**
+   * Generates every document but the dumps (which are built on demand), so the first requests find them
+   * ready: a server calls it after opening, in the background. Memory: as {@link ensure}.
+   */
+  async prepare(): Promise<void> {
+    for (const s of this.setNames())
+      for (const g of GROUPS)
+        if (g !== 'resourcedump' && g !== 'changedump' && this.#offers(g)) await this.ensure(g, s);
+    await this.ensure('description');
+  }
+
   /** Every file a current document refers to, relative to the site directory (for publish listings). */
   listedFiles(): string[] {
     return [...this.#groups.values()].flatMap((g) => g.files);

@@ -157,6 +157,7 @@ describe('Source library API', () => {
         fsync: false,
       });
       await source.recordChanges([{ uri: 'a', change: 'created', length: 1 }]);
+      await source.prepare();
       const first = await source.document('/resourcesync/default/resourcelist.xml');
       await source.recordChanges([{ uri: 'b', change: 'created', length: 1 }]);
       const during = await source.document('/resourcesync/default/resourcelist.xml');
