@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { copyFile, mkdir, stat, unlink, utimes } from 'node:fs/promises';
+import { copyFile, mkdir, rename, stat, unlink, utimes } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { ResourceSyncError } from '../core/errors.js';
@@ -172,7 +172,6 @@ async function copyResources(source: DirectorySource, out: string): Promise<numb
     const tmp = `${dest}.resourcesync-tmp`;
     await copyFile(join(source.root, r.uri), tmp);
     await utimes(tmp, new Date(r.lastmodMs), new Date(r.lastmodMs));
-    const { rename } = await import('node:fs/promises');
     await rename(tmp, dest);
     copied++;
   }
