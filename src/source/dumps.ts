@@ -28,6 +28,7 @@ import {
   type WrittenFiles,
 } from './documents.js';
 import { partName } from './layout.js';
+import { STORED_ZIP_MAX_BYTES, STORED_ZIP_MAX_ENTRIES, writeStoredZip } from './zip.js';
 import type { ChangeListPart, ChangeRecord, ResourceRecord, StoreSnapshot } from './store.js';
 
 /** Bytes queued in the ZIP writer before we wait for it to drain. */
@@ -79,7 +80,9 @@ interface ZipItem {
 }
 
 /**
- * Writes a ZIP package atomically from items, in order. Memory: {@link ZIP_HIGH_WATER} plus one item.
+ * Writes a ZIP package atomically from items, in order, with yazl (ZIP64 when needed: packages past 4 GiB or
+ * 65,535 entries; {@link writePackage} uses the faster stored writer otherwise). Memory: {@link ZIP_HIGH_WATER}
+ * plus one item.
  * @returns the package size in bytes.
  */
 export async function writeZip(
@@ -193,6 +196,25 @@ function smallFileContent(
   } finally {
     if (fd !== undefined) closeSync(fd);
   }
+}
+
+/** Bytes of ZIP headers per entry, name included, assumed when choosing a writer (names are at most ~1 KB). */
+const ZIP_OVERHEAD_PER_ENTRY = 2200;
+
+/**
+ * Writes a package with the stored-ZIP writer (`zip.ts`, fast) when it fits its limits (4 GiB, 65,535
+ * entries), else with yazl (ZIP64). `expected` is the entry count and bitstream bytes, known before writing.
+ */
+export async function writePackage(
+  path: string,
+  items: AsyncIterable<ZipItem>,
+  options: { readonly fsync?: boolean },
+  expected: { readonly entries: number; readonly bytes: number },
+): Promise<number> {
+  const estimate = expected.bytes + expected.entries * ZIP_OVERHEAD_PER_ENTRY + 1024;
+  if (expected.entries <= STORED_ZIP_MAX_ENTRIES && estimate < STORED_ZIP_MAX_BYTES)
+    return writeStoredZip(path, items, options);
+  return writeZip(path, items, options);
 }
 
 /**
@@ -339,7 +361,10 @@ export async function writeResourceDump(
           yield { name: bitstreamPath('resources', r.uri).slice(1), mtime: new Date(r.lastmodMs), content: c };
         }
       })();
-      const length = await writeZip(l.path(setName, zipFile), items, fsyncOpt(ctx));
+      const length = await writePackage(l.path(setName, zipFile), items, fsyncOpt(ctx), {
+        entries: batch.length + 1,
+        bytes: bytes + manifest.length,
+      });
       await writeFileAtomic(l.path(setName, manifestFile), manifest, fsyncOpt(ctx));
       files.push(l.path(setName, zipFile), l.path(setName, manifestFile));
       packages.push({
@@ -455,7 +480,10 @@ export async function writeChangeDump(
       })();
       const zipFile = `${stem}.zip`;
       const manifestFile = `${stem}-manifest.xml`;
-      const length = await writeZip(l.path(setName, zipFile), items, fsyncOpt(ctx));
+      const length = await writePackage(l.path(setName, zipFile), items, fsyncOpt(ctx), {
+        entries: current.length + 1,
+        bytes: bytes + manifest.length,
+      });
       await writeFileAtomic(l.path(setName, manifestFile), manifest, fsyncOpt(ctx));
       files.push(l.path(setName, zipFile), l.path(setName, manifestFile));
       out.push({ file: zipFile, manifestFile, length, md, lastmod: formatDatetime(lastMs) });
