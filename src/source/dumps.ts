@@ -1,11 +1,13 @@
 /**
- * Resource Dumps (§11) and Change Dumps (§13): ZIP packages (yazl, stored without compression) with the
- * dump manifest as `manifest.xml`, the first entry of the package, and a copy of each manifest next to the
- * package for the `rs:ln rel="contents"` link of the dump document.
+ * Resource Dumps (§11) and Change Dumps (§13): ZIP packages (stored, without compression) with the dump
+ * manifest as `manifest.xml`, the first entry of the package, and a copy of each manifest next to the package
+ * for the `rs:ln rel="contents"` link of the dump document.
  *
- * Bitstreams are read by us with large reads and handed to yazl as buffers (yazl opening each file itself is
- * about ten times slower for small files); big ones are streamed. Memory: one package's manifest (at most
- * `maxFiles` entries) plus at most {@link ZIP_HIGH_WATER} bytes queued in the ZIP writer.
+ * Bitstreams are read by us (small ones whole with synchronous calls, big ones streamed with 1 MiB reads) and
+ * handed as buffers to the stored-ZIP writer of `zip.ts`, or to yazl for packages past 4 GiB / 65,535 entries
+ * (a ZIP writer opening each file itself is about ten times slower for small files). Memory: one package's
+ * manifest (at most `maxFiles` entries) plus one bitstream (small) or one chunk (big); with yazl, at most
+ * {@link ZIP_HIGH_WATER} bytes queued.
  *
  * @module
  */
