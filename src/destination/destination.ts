@@ -291,7 +291,7 @@ export function documentsOf(d: DiscoveryResult): SourceDocuments {
   if (d.sets.length > 1)
     throw new ResourceSyncError(
       'RS_CONFIG',
-      `the Source has ${d.sets.length} Capability Lists; choose one with --set: ${d.sets.map((s) => s.name ?? s.url).join(', ')}`,
+      `the Source has ${d.sets.length} Capability Lists; choose one with --set: ${d.sets.map((s) => (s.name === undefined ? s.url : `${s.name} (${s.url})`)).join(', ')}`,
       { ...(d.sourceDescription === undefined ? {} : { url: d.sourceDescription }) },
     );
   throw new ResourceSyncError('RS_DISCOVERY', 'no Capability List found', {

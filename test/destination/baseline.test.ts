@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { Destination, type DestinationOptions } from '../../src/destination/destination.js';
 import type { SyncEvent } from '../../src/destination/events.js';
 import { DestinationState } from '../../src/destination/state.js';
-import { StaticSource, localPathOf, makeResources, readTree } from './static-source.js';
+import { StaticSource, localPathOf, makeResources, readTree, resourceListXml } from './static-source.js';
 
 const AT = '2024-01-02T00:00:00Z';
 const FAST_HTTP = {
@@ -231,6 +231,46 @@ describe('baseline', () => {
     assert.equal(allowed.counts.refused, 0);
     assert.equal(allowed.counts.created, 1);
     assert.ok(readTree(dir).has(`localhost_${port}/res/r0.txt`));
+  });
+
+  it('picks a Capability List with --set when the Source has several, and says so when none is chosen', async () => {
+    dir = await newDir();
+    const NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"';
+    const setA = makeResources(2, 10, 'setA').map((r) => ({ ...r, path: r.path.replace('/res/', '/a/') }));
+    const setB = makeResources(3, 10, 'setB').map((r) => ({ ...r, path: r.path.replace('/res/', '/b/') }));
+    for (const [name, res] of [
+      ['a', setA],
+      ['b', setB],
+    ] as const) {
+      for (const r of res) src.set(r.path, r.body);
+      src.set(`/${name}/resourcelist.xml`, resourceListXml(src.base, res, AT), 'application/xml');
+      src.set(
+        `/${name}/capabilitylist.xml`,
+        `<urlset ${NS}><rs:ln rel="up" href="${src.url('/.well-known/resourcesync')}"/><rs:md capability="capabilitylist"/><url><loc>${src.url(`/${name}/resourcelist.xml`)}</loc><rs:md capability="resourcelist"/></url></urlset>`,
+        'application/xml',
+      );
+    }
+    src.set(
+      '/.well-known/resourcesync',
+      `<urlset ${NS}><rs:md capability="description"/>${['a', 'b']
+        .map((n) => `<url><loc>${src.url(`/${n}/capabilitylist.xml`)}</loc><rs:md capability="capabilitylist"/></url>`)
+        .join('')}</urlset>`,
+      'application/xml',
+    );
+    await assert.rejects(
+      new Destination({ url: src.url('/'), dir, http: FAST_HTTP }).baseline(),
+      (e: Error & { code?: string }) => /--set/.test(e.message) && /a\/capabilitylist/.test(e.message),
+    );
+    const s = await new Destination({
+      url: src.url('/'),
+      dir,
+      http: FAST_HTTP,
+      set: 'b',
+      durability: 'none',
+    }).baseline();
+    assert.equal(s.counts.created, 3);
+    assert.deepEqual([...readTree(dir).keys()].sort(), setB.map((r) => localPathOf(src, r.path)).sort());
+    src.publishCapabilities();
   });
 
   it('fails clearly when the document is not ResourceSync at all', async () => {
