@@ -19,6 +19,7 @@ import { type IncrementalSources, parseFromOption, runIncremental } from './incr
 import { STATE_DIR_NAME, createPathMapper } from './paths.js';
 import { DestinationState, STATE_DB_NAME } from './state.js';
 import { sweepTempFiles } from './sweep.js';
+import { type CopyLock, lockCopy } from './lock.js';
 
 /** Options of a {@link Destination}. */
 export interface DestinationOptions {
@@ -140,8 +141,16 @@ export class Destination {
     const readOnly = dryRun || mode === 'audit';
     const dbPath = join(this.dir, STATE_DIR_NAME, STATE_DB_NAME);
     let real: DestinationState | undefined;
-    if (!readOnly) real = DestinationState.open(this.dir);
-    else if (existsSync(dbPath)) real = DestinationState.open(this.dir, { readonly: true });
+    let lock: CopyLock | undefined;
+    if (!readOnly) {
+      real = DestinationState.open(this.dir);
+      try {
+        lock = lockCopy(this.dir);
+      } catch (e) {
+        real.close();
+        throw e;
+      }
+    } else if (existsSync(dbPath)) real = DestinationState.open(this.dir, { readonly: true });
     const state: StateLike = dryRun || real === undefined ? dryState(real) : real;
     const client = o.client ?? new HttpClient(o.http ?? {});
     try {
@@ -262,6 +271,7 @@ export class Destination {
     } finally {
       if (o.client === undefined) await client.close().catch(() => undefined);
       real?.close();
+      lock?.release();
     }
   }
 }

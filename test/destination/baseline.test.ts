@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -271,6 +272,27 @@ describe('baseline', () => {
     assert.equal(s.counts.created, 3);
     assert.deepEqual([...readTree(dir).keys()].sort(), setB.map((r) => localPathOf(src, r.path)).sort());
     src.publishCapabilities();
+  });
+
+  it('refuses a second writer on the same copy, and takes over a lock left by a dead process', async () => {
+    dir = await newDir();
+    src.publishResourceList(makeResources(2, 10, 'lock'), AT, 1);
+    src.publishCapabilities();
+    await dest().baseline();
+    const lockPath = join(dir, '.resourcesync', 'lock');
+    // A live process (the parent of this test runner) holds it.
+    await writeFile(lockPath, `${process.ppid}\n`);
+    await assert.rejects(
+      dest().sync(),
+      (e: Error & { code?: string }) => e.code === 'RS_CONFIG' && /pid/.test(e.message),
+    );
+    // Audits and dry runs do not write: no lock needed.
+    assert.equal((await dest().audit()).inSync, true);
+    // A dead process: taken over, and released at the end.
+    await writeFile(lockPath, '999999999\n');
+    const s = await dest().baseline();
+    assert.equal(s.complete, true);
+    assert.equal(existsSync(lockPath), false);
   });
 
   it('fails clearly when the document is not ResourceSync at all', async () => {
