@@ -3,6 +3,22 @@
  * dump generation, the library-level {@link Source} and the directory-backed Source used by `serve` and
  * `publish`.
  *
+ * @example A repository that is not a directory records its own changes:
+ * ```ts
+ * const store = await openSqliteStore({ path: 'state/source.db' });
+ * const blobs = await BlobStore.open({ dir: 'state/blobs' }); // versions kept for Change Dumps
+ * const source = await Source.open({ store, blobs, baseUrl: 'https://repo.example.org/', siteDir: 'state/site' });
+ * await source.recordChanges([{ uri: 'items/1/a.pdf', change: 'created', type: 'application/pdf',
+ *   lastmod: '2024-05-01T10:00:00Z', content: () => fileSource('a.pdf') }]);
+ * const cl = await source.document('/resourcesync/default/changelist.xml'); // { path, contentType, etag, ... }
+ * ```
+ * @example A directory (what `resourcesync serve` does):
+ * ```ts
+ * const site = await openDirectorySource({ dir: './collection', baseUrl: 'http://localhost:8080/', watch: true });
+ * await site.source.prepare();                // documents ready before the first request
+ * const file = await site.resource('/a%20b/c.txt');
+ * ```
+ *
  * @module
  */
 export { BlobStore, type BlobStoreOptions } from './blobs.js';
