@@ -10,7 +10,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { Agent, type Dispatcher, interceptors, request } from 'undici';
+import type { Dispatcher } from 'undici';
 import { type ErrorCode, ResourceSyncError } from '../core/errors.js';
 import { fileSource } from '../xml/index.js';
 
@@ -87,6 +87,8 @@ async function openUrl(url: string, options: InputOptions): Promise<Input> {
   const timeoutMs = options.timeoutMs ?? 10_000;
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
   const maxBytes = options.maxBytes ?? 256 * 1024 * 1024;
+  // Loaded here, for URLs only: a local file does not pay undici's ~60 ms of module loading.
+  const { Agent, interceptors, request } = await import('undici');
   const agent = new Agent({ connect: { timeout: timeoutMs }, headersTimeout: timeoutMs, bodyTimeout: bodyTimeoutMs });
   const dispatcher: Dispatcher = agent.compose(
     interceptors.redirect({ maxRedirections: options.maxRedirections ?? 5 }),

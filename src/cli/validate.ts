@@ -13,7 +13,6 @@ import { issueFromError, type ValidationIssue, type ValidationResult, validateSt
 import { openDocument } from '../xml/index.js';
 import { EXIT } from './exit.js';
 import { type Input, type InputOptions, isInputError, openInput, peekBytes } from './input.js';
-import { isZipHead, spoolToTempFile, validatePackage } from './validate-package.js';
 import { walkDocuments } from './walk.js';
 
 /** Where a command writes; tests pass their own. */
@@ -95,7 +94,7 @@ export async function validateInput(
   try {
     const url = input.url ?? arg;
     const peeked = await peekBytes(input.bytes);
-    if (isZipHead(peeked.head)) return { source: arg, result: await validateZip(input, peeked, options, hooks) };
+    if (startsLikeZip(peeked.head)) return { source: arg, result: await validateZip(input, peeked, options, hooks) };
     const stream = await openDocument(peeked.rest, { url });
     const extra = hooks.onHeader?.(stream.header, url) ?? [];
     const onEntry = hooks.onEntry;
@@ -117,6 +116,11 @@ export async function validateInput(
   }
 }
 
+/** `isZipHead` of validate-package.ts, repeated here so that validating XML does not load the ZIP code. */
+function startsLikeZip(head: Uint8Array | undefined): boolean {
+  return head !== undefined && head[0] === 0x50 && head[1] === 0x4b && head[2] === 0x03 && head[3] === 0x04;
+}
+
 /** A dump package: validated from its file, or from a temporary copy of what the URL or stdin gives. */
 async function validateZip(
   input: Input,
@@ -131,6 +135,8 @@ async function validateZip(
     ...(options.maxIssues === undefined ? {} : { maxIssues: options.maxIssues }),
     ...(options.verify === undefined ? {} : { verify: options.verify }),
   };
+  // Loaded for packages only (it brings the ZIP reader).
+  const { spoolToTempFile, validatePackage } = await import('./validate-package.js');
   if (input.path !== undefined) {
     await peeked.close();
     return validatePackage(input.path, input.source, packageOptions);
