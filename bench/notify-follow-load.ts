@@ -6,6 +6,7 @@
 //   node --import tsx bench/notify-follow-load.ts [followers=10] [seconds=60] [rate=100] [files=500]
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -14,13 +15,16 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+// The compiled CLI when it has been built (what users run), else the TypeScript sources through tsx.
+const compiled = join(root, 'dist/src/cli/main.js');
+const CLI = existsSync(compiled) ? [compiled] : ['--import', 'tsx', join(root, 'src/cli/main.ts')];
 const followers = Number(process.argv[2] ?? 10);
 const seconds = Number(process.argv[3] ?? 60);
 const rate = Number(process.argv[4] ?? 100);
 const files = Number(process.argv[5] ?? 500);
 
 function cli(args: string[]): { child: ChildProcess; json: Record<string, unknown>[] } {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), ...args], {
+  const child = spawn(process.execPath, [...CLI, ...args], {
     stdio: ['ignore', 'pipe', 'ignore'],
   });
   const json: Record<string, unknown>[] = [];

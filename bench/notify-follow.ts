@@ -7,6 +7,7 @@
 //
 //   node --import tsx bench/notify-follow.ts [followers=2] [changes=40] [intervalMs=100]
 import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,12 +16,15 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+// The compiled CLI when it has been built (what users run), else the TypeScript sources through tsx.
+const compiled = join(root, 'dist/src/cli/main.js');
+const CLI = existsSync(compiled) ? [compiled] : ['--import', 'tsx', join(root, 'src/cli/main.ts')];
 const followers = Number(process.argv[2] ?? 2);
 const changes = Number(process.argv[3] ?? 40);
 const intervalMs = Number(process.argv[4] ?? 100);
 
 function cli(args: string[]): { child: ChildProcess; lines: AsyncIterableIterator<string> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/cli/main.ts'), ...args], {
+  const child = spawn(process.execPath, [...CLI, ...args], {
     stdio: ['ignore', 'pipe', 'ignore'],
   });
   return { child, lines: createInterface({ input: child.stdout! })[Symbol.asyncIterator]() };
