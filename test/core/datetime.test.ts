@@ -119,4 +119,37 @@ describe('W3C Datetime', () => {
       ),
     );
   });
+  it('property: instants agree with Date for every year 0000-9999, all granularities', () => {
+    // The reference: Date.UTC, with its mapping of years 0-99 to 1900-1999 undone by setUTCFullYear.
+    const reference = (y: number, mo: number, d: number, h: number, mi: number, s: number): number => {
+      const date = new Date(Date.UTC(2000, mo - 1, d, h, mi, s));
+      date.setUTCFullYear(y, mo - 1, d);
+      return date.getTime();
+    };
+    const pad = (v: number, w: number): string => String(v).padStart(w, '0');
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 9999 }),
+        fc.integer({ min: 1, max: 12 }),
+        fc.integer({ min: 1, max: 31 }),
+        fc.integer({ min: 0, max: 23 }),
+        fc.integer({ min: 0, max: 59 }),
+        fc.integer({ min: 0, max: 59 }),
+        (y, mo, d, h, mi, s) => {
+          const days = new Date(Date.UTC(2000, mo, 0)).getUTCDate(); // days of month mo in a leap year
+          const leap = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
+          const day = Math.min(d, mo === 2 && !leap ? 28 : days);
+          const ymd = `${pad(y, 4)}-${pad(mo, 2)}-${pad(day, 2)}`;
+          assert.equal(parseDatetime(pad(y, 4))?.ms, reference(y, 1, 1, 0, 0, 0));
+          assert.equal(parseDatetime(ymd.slice(0, 7))?.ms, reference(y, mo, 1, 0, 0, 0));
+          assert.equal(parseDatetime(ymd)?.ms, reference(y, mo, day, 0, 0, 0));
+          const full = `${ymd}T${pad(h, 2)}:${pad(mi, 2)}:${pad(s, 2)}Z`;
+          assert.equal(parseDatetime(full)?.ms, reference(y, mo, day, h, mi, s), full);
+        },
+      ),
+      { numRuns: 2000 },
+    );
+    assert.equal(parseDatetime('0000-03-01T00:00:00Z')?.ms, Date.UTC(2000, 2, 1) - 730_485 * 86_400_000);
+    assert.equal(parseDatetime('1600-02-29')?.ms, Date.UTC(1600, 1, 29));
+  });
 });

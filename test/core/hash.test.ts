@@ -23,6 +23,9 @@ describe('hash attribute', () => {
     }
     assert.equal(isHexDigest('sha-1', 'g'.repeat(40)), false);
     assert.equal(isHexDigest('x-custom', 'abc'), true);
+    // U+0010-U+0019 must not pass for digits (they fold to '0'-'9' with | 0x20).
+    assert.equal(isHexDigest('x-custom', '\u0010\u0019'), false);
+    assert.equal(isHexDigest('md5', `${MD5.slice(2)}\u0011\u0012`), false);
     assert.deepEqual(knownHashes('sha-256:not-hex'), {});
   });
   it('matches on common algorithms only', () => {
