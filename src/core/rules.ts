@@ -72,6 +72,12 @@ export const RULES = [
     'an element inside <loc>, <lastmod>, <changefreq>, <priority>, <rs:md> or <rs:ln>',
   ),
   rule(
+    'attribute-unexpected',
+    'error',
+    'Sitemap',
+    'an attribute on <url>, <sitemap>, <loc>, <lastmod>, <changefreq> or <priority> (the schema defines none)',
+  ),
+  rule(
     'text-unexpected',
     'warning',
     '§7, Sitemap',

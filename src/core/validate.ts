@@ -106,7 +106,7 @@ export interface ValidationResult {
  * `xml/parser.ts`, restated here so core/ does not depend on xml/).
  */
 export interface ReaderNote {
-  /** `late-element`, `unexpected-text`, `unexpected-child` (others are ignored). */
+  /** `late-element`, `unexpected-text`, `unexpected-child`, `unexpected-attribute` (others are ignored). */
   readonly code: string;
   readonly message: string;
   readonly line?: number;
@@ -485,6 +485,7 @@ class Validator implements DocumentValidator {
       if (rs) this.add('header-after-entries', n.message, where);
       else this.add('element-misplaced', n.message, where);
     } else if (n.code === 'unexpected-child') this.add('content-unexpected', n.message, where);
+    else if (n.code === 'unexpected-attribute') this.add('attribute-unexpected', n.message, where);
     else if (n.code === 'unexpected-text') this.add('text-unexpected', n.message, where);
   }
 

@@ -56,6 +56,11 @@ const CASES: Record<string, Case> = {
     expect: ['content-unexpected'],
     good: resourceList(URL1),
   },
+  'attribute-unexpected': {
+    bad: resourceList('<url id="1"><loc xml:lang="en">http://example.com/res1</loc></url>'),
+    expect: ['attribute-unexpected'],
+    good: resourceList(URL1),
+  },
   'text-unexpected': {
     bad: resourceList(`${URL1} stray text`),
     expect: ['text-unexpected'],

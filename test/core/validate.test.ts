@@ -428,6 +428,7 @@ const NOT_FROM_THE_MODEL = new Set([
   'header-after-entries',
   'element-misplaced',
   'content-unexpected',
+  'attribute-unexpected',
   'text-unexpected',
   'RS_XML_SYNTAX',
   'RS_XML_DTD',
@@ -572,11 +573,13 @@ describe('validator', () => {
     v.note({ code: 'late-element', message: 'late x', line: 10, node: { ns: 'urn:x', local: 'y' } });
     v.note({ code: 'unexpected-child', message: 'child', line: 7, entry: 1, element: 'loc' });
     v.note({ code: 'unexpected-text', message: 'text', line: 8, element: 'urlset' });
+    v.note({ code: 'unexpected-attribute', message: 'attribute id', line: 6, entry: 1, element: 'url' });
     v.note({ code: 'too-many-issues', message: 'more' });
     const r = v.finish();
     assert.deepEqual(
       r.issues.map((i) => [i.code, i.severity, i.line]),
       [
+        ['attribute-unexpected', 'error', 6],
         ['content-unexpected', 'error', 7],
         ['text-unexpected', 'warning', 8],
         ['header-after-entries', 'error', 9],
