@@ -14,7 +14,7 @@ export type RegisterCommand = (program: Command) => void;
 /**
  * Subcommands by name, each module loaded on demand: `resourcesync validate x.xml` loads only the validate
  * module (not the HTTP client, SQLite, WebSocket or ZIP code of the others), which saves about a tenth of a
- * second of startup. Help without a command, or an unknown command, loads them all.
+ * second of startup. `--version` loads none; help without a command, or an unknown command, loads them all.
  */
 const commands: ReadonlyArray<readonly [name: string, load: () => Promise<{ register: RegisterCommand }>]> = [
   // Each subcommand module is listed here, in help order.
@@ -30,6 +30,7 @@ const commands: ReadonlyArray<readonly [name: string, load: () => Promise<{ regi
 /** The modules to load for `argv`: the named subcommand's alone when argv names one, else all. */
 async function loadCommands(argv: readonly string[]): Promise<RegisterCommand[]> {
   const name = argv[2];
+  if (argv.length === 3 && (name === '--version' || name === '-V')) return [];
   const one = commands.find(([n]) => n === name);
   const chosen = one === undefined ? commands : [one];
   return (await Promise.all(chosen.map(([, load]) => load()))).map((m) => m.register);

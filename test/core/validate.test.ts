@@ -566,6 +566,23 @@ describe('validator', () => {
     await assert.rejects(validateStream({ header, entries: boom() }), TypeError);
   });
 
+  it('finds every repeated loc and only those, whatever characters the locs share', () => {
+    const v = createValidator(createHeader('resource-list', { at: T0 }, [UP]), { maxIssues: 100 });
+    // Locs that differ only in one middle character (which the filter in front of the set may not hash),
+    // then repeats of some of them, then fresh locs once the set is full.
+    const middle = (i: number) =>
+      `http://example.com/${'a'.repeat(40)}${i.toString(36).padStart(4, '0')}${'b'.repeat(40)}`;
+    let n = 0;
+    for (let i = 0; i < 3000; i++) v.entry(url(middle(i)), n++);
+    for (let i = 0; i < 3000; i += 1000) v.entry(url(middle(i)), n++);
+    for (let i = 0; i < 60_000; i++) v.entry(url(`http://example.com/r/${i}`), n++);
+    v.entry(url('http://example.com/r/7'), n++);
+    v.entry(url('http://example.com/r/59999'), n++); // after the first 50,000: not tracked
+    const r = v.finish();
+    const dups = r.issues.filter((i) => i.code === 'loc-duplicate').map((i) => i.entry);
+    assert.deepEqual(dups, [3001, 3002, 3003, 63004]);
+  });
+
   it('turns reader notes into issues of their rules', () => {
     const v = createValidator(createHeader('resource-list', { at: T0 }, [UP]));
     v.entry(res(1));
