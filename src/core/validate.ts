@@ -49,6 +49,7 @@ import {
   isAbsoluteUri,
   isKnownRelation,
   isMediaType,
+  isPlainAbsoluteUri,
   isSafePath,
   clip,
   quote,
@@ -476,6 +477,9 @@ class Validator implements DocumentValidator {
   /** Media types already checked (bounded): most documents repeat a few. */
   private readonly mediaTypes = new Map<string, boolean>();
   private lastMediaType: string | undefined;
+  /** The last datetime that raised no issue, and its instant: many lists repeat one (a string comparison). */
+  private lastDatetime: string | undefined;
+  private lastDatetimeMs = 0;
   private lastMediaTypeOk = false;
 
   constructor(header: DocumentHeader, options: ValidateOptions) {
@@ -669,10 +673,17 @@ class Validator implements DocumentValidator {
     // <loc>
     if (e.loc === '') this.add('loc-missing', 'entry without <loc>', place(base, 'loc'));
     else {
-      if (!isAbsoluteUri(e.loc))
-        this.add('loc-not-absolute', `<loc> ${quote(e.loc)} is not an absolute URI`, place(base, 'loc'));
-      if (hasInvalidUriChars(e.loc))
-        this.add('uri-invalid-chars', `<loc> ${quote(e.loc)} has characters that must be escaped`, place(base, 'loc'));
+      // One regex for the common case; the two checks apart only when it fails.
+      if (!isPlainAbsoluteUri(e.loc)) {
+        if (!isAbsoluteUri(e.loc))
+          this.add('loc-not-absolute', `<loc> ${quote(e.loc)} is not an absolute URI`, place(base, 'loc'));
+        if (hasInvalidUriChars(e.loc))
+          this.add(
+            'uri-invalid-chars',
+            `<loc> ${quote(e.loc)} has characters that must be escaped`,
+            place(base, 'loc'),
+          );
+      }
       if (e.loc.length >= MAX_LOC_CHARS)
         this.add(
           'loc-too-long',
@@ -1116,6 +1127,7 @@ class Validator implements DocumentValidator {
 
   /** A W3C Datetime (§7); returns its instant, or undefined when invalid. The location is built only on an issue. */
   private checkDatetime(text: string, base: Where, element: string, attribute?: string): number | undefined {
+    if (text === this.lastDatetime) return this.lastDatetimeMs;
     const dt = parseDatetime(text);
     if (dt === undefined) {
       this.add(
@@ -1131,6 +1143,10 @@ class Validator implements DocumentValidator {
         `${attribute ?? element} ${quote(text)}: a complete UTC YYYY-MM-DDThh:mm:ssZ is recommended`,
         place(base, element, attribute),
       );
+    else {
+      this.lastDatetime = text;
+      this.lastDatetimeMs = dt.ms;
+    }
     return dt.ms;
   }
 

@@ -2,7 +2,12 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { isKnownHashAlgorithm, parseHashes } from '../../src/core/hash.js';
-import { checkHashAttribute } from '../../src/core/validate-values.js';
+import {
+  checkHashAttribute,
+  hasInvalidUriChars,
+  isAbsoluteUri,
+  isPlainAbsoluteUri,
+} from '../../src/core/validate-values.js';
 
 const MD5 = '1e0d5cb8ef6ba40c99b14c0237be735e';
 const SHA1 = 'da39a3ee5e6b4b0d3255bfef95601890afd80709';
@@ -51,14 +56,49 @@ describe('checkHashAttribute', () => {
     );
     // XML white space only: parseHashes also splits on other white space (U+00A0), the validator does not.
     const sep = fc.constantFrom(' ', '\t', '\n', '\r', '  ');
+    const edge = fc.constantFrom('', ' ', '\n');
     const list = fc
-      .tuple(fc.array(fc.tuple(item, sep), { maxLength: 4 }), sep)
-      .map(([items, lead]) => lead + items.map(([i, s]) => i + s).join(''));
+      .tuple(edge, fc.array(fc.tuple(item, sep), { maxLength: 4 }), item, edge)
+      .map(([lead, items, last, trail]) => lead + items.map(([i, s]) => i + s).join('') + last + trail);
     fc.assert(
       fc.property(list, (v) => {
         assert.equal(checkHashAttribute(v).length === 0, fine(v), JSON.stringify(v));
       }),
       { numRuns: 3000 },
     );
+  });
+});
+
+describe('isPlainAbsoluteUri', () => {
+  it('property: is isAbsoluteUri and not hasInvalidUriChars', () => {
+    const part = fc.constantFrom(
+      'http',
+      'h',
+      '1x',
+      'a+b.c-d',
+      ':',
+      '//',
+      'example.com',
+      '/p',
+      ' ',
+      '\t',
+      '<',
+      '"',
+      '^',
+      '%20',
+      'é',
+      '\u007f',
+      '\u0000',
+      '',
+    );
+    fc.assert(
+      fc.property(fc.array(part, { maxLength: 6 }), (parts) => {
+        const s = parts.join('');
+        assert.equal(isPlainAbsoluteUri(s), isAbsoluteUri(s) && !hasInvalidUriChars(s), JSON.stringify(s));
+      }),
+      { numRuns: 5000 },
+    );
+    assert.equal(isPlainAbsoluteUri('http://example.com/a b'), false);
+    assert.equal(isPlainAbsoluteUri('http://example.com/é'), true);
   });
 });

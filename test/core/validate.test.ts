@@ -583,6 +583,22 @@ describe('validator', () => {
     assert.deepEqual(dups, [3001, 3002, 3003, 63004]);
   });
 
+  it('reports a repeated bad datetime every time, whatever came between', () => {
+    const v = createValidator(createHeader('resource-list', { at: T0 }, [UP]));
+    const lastmods = [T0, '2013-13-01', T0, '2013-13-01', '2013-01-03', T0, '2013-01-03', T0];
+    for (const [i, lastmod] of lastmods.entries()) v.entry(url(`http://example.com/d${i}`, undefined, [], { lastmod }));
+    const r = v.finish();
+    assert.deepEqual(
+      r.issues.map((i) => [i.code, i.entry]),
+      [
+        ['datetime-invalid', 2],
+        ['datetime-invalid', 4],
+        ['datetime-not-utc', 5],
+        ['datetime-not-utc', 7],
+      ],
+    );
+  });
+
   it('turns reader notes into issues of their rules', () => {
     const v = createValidator(createHeader('resource-list', { at: T0 }, [UP]));
     v.entry(res(1));
