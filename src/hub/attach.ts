@@ -8,6 +8,7 @@
  */
 import type { Server } from 'node:http';
 import type { ChangeType } from '../core/constants.js';
+import type { FrameworkCapability, FrameworkChange } from '../notify/payloads.js';
 import { fileSource, openDocument } from '../xml/index.js';
 import { mountRequestHandler, type SetChange, SourceNotifier } from '../notify/notifier.js';
 import type { ChannelServerOptions } from '../notify/websocket.js';
@@ -23,6 +24,15 @@ export interface SourceNotificationsOptions {
     onChange(listener: (changes: readonly SetChange[]) => void): () => void;
     /** When given, framework notifications tell which Change List was updated (see `framework`). */
     document?(pathname: string): Promise<{ readonly path: string } | undefined>;
+    /**
+     * Documents the Source published (`Source.onDocuments`). When given (with `document`), every framework
+     * document is announced: Resource Lists and Dumps, Change Lists and Dumps, Capability Lists, the Source
+     * Description (Table 2.1); after changes the set's Change List is regenerated (throttled) so the open one is
+     * announced `updated` and a new one `created`.
+     */
+    onDocuments?(listener: (events: readonly PublishedDocument[]) => void): () => void;
+    /** The Source (its set names: where Source Description events go). */
+    readonly source?: { setNames(): string[] };
   };
   /**
    * Framework notifications (N-§5) on each set's framework channel and topic: after changes, the Change List
@@ -45,6 +55,16 @@ export interface SourceNotificationsOptions {
       >)
     | { readonly url: string; readonly token?: string };
   readonly onError?: (message: string, error?: unknown) => void;
+}
+
+/** A published document (structurally `source`'s `DocumentEvent`). */
+export interface PublishedDocument {
+  readonly capability: FrameworkCapability;
+  readonly uri: string;
+  readonly change: ChangeType;
+  readonly setName?: string;
+  readonly indexUrl?: string;
+  readonly datetime?: string;
 }
 
 export interface SourceNotifications {
@@ -104,7 +124,10 @@ export function attachSourceNotifications(options: SourceNotificationsOptions): 
     return false;
   });
   let closed = false;
-  const announce = createFrameworkAnnouncer(options, notifier, () => closed);
+  const announce =
+    options.site.onDocuments !== undefined
+      ? createFrameworkPublisher(options, notifier, () => closed)
+      : createFrameworkAnnouncer(options, notifier, () => closed);
   const stop = options.site.onChange((changes) => {
     notifier.notifyChanges(changes);
     if (announce !== undefined) for (const set of new Set(changes.map((c) => c.setName))) announce(set);
@@ -126,8 +149,98 @@ export function attachSourceNotifications(options: SourceNotificationsOptions): 
   };
 }
 
+/** Delay before a first framework notification leaves, so documents of one generation go together (ms). */
+const FRAMEWORK_COALESCE_MS = 20;
+
 /**
- * Throttled framework notifications about the Change List of a set: reads the set's `changelist.xml` (an index
+ * Framework notifications of every published document (`site.onDocuments`), coalesced per set: at most one
+ * notification per set per `frameworkIntervalMs` (so at most one entry per document), the first after
+ * {@link FRAMEWORK_COALESCE_MS}. Within a window, a document `created` then `updated` stays `created`, and a
+ * `deleted` wins. Source Description events, and Capability Lists created or deleted, go to every set's channel.
+ * After changes of a set, its Change List is asked for (which regenerates it when stale), at most once per interval.
+ * Memory: pending entries per set, at most one per document.
+ */
+function createFrameworkPublisher(
+  options: SourceNotificationsOptions,
+  notifier: SourceNotifier,
+  isClosed: () => boolean,
+): ((setName: string) => void) & { cancel(): void } {
+  const site = options.site;
+  const interval = options.frameworkIntervalMs ?? 1000;
+  const known = new Set<string>(site.source?.setNames() ?? []);
+  const pending = new Map<string, Map<string, FrameworkChange>>();
+  const flushTimers = new Map<string, NodeJS.Timeout>();
+  const lastFlush = new Map<string, number>();
+  const refreshTimers = new Map<string, NodeJS.Timeout>();
+  const lastRefresh = new Map<string, number>();
+  const onError = (m: string, e?: unknown): void => options.onError?.(m, e);
+  const delayFor = (last: number | undefined): number =>
+    Math.max(FRAMEWORK_COALESCE_MS, last === undefined ? 0 : last + interval - Date.now());
+
+  const flush = (setName: string): void => {
+    flushTimers.delete(setName);
+    const list = pending.get(setName);
+    pending.delete(setName);
+    if (list === undefined || list.size === 0 || isClosed()) return;
+    lastFlush.set(setName, Date.now());
+    notifier.notifyFramework(setName, [...list.values()]);
+  };
+  const add = (setName: string, c: FrameworkChange): void => {
+    let list = pending.get(setName);
+    if (list === undefined) pending.set(setName, (list = new Map()));
+    const prev = list.get(c.uri);
+    const keepCreated = prev?.change === 'created' && c.change === 'updated';
+    list.set(c.uri, keepCreated ? { ...c, change: 'created' } : c);
+    if (!flushTimers.has(setName)) {
+      const t = setTimeout(() => flush(setName), delayFor(lastFlush.get(setName)));
+      t.unref();
+      flushTimers.set(setName, t);
+    }
+  };
+  const stopDocuments = site.onDocuments!((events) => {
+    if (isClosed()) return;
+    for (const e of events) {
+      const change: FrameworkChange = {
+        uri: e.uri,
+        capability: e.capability,
+        change: e.change,
+        ...(e.indexUrl === undefined ? {} : { indexUrl: e.indexUrl }),
+        ...(e.datetime === undefined ? {} : { datetime: e.datetime }),
+      };
+      if (e.setName !== undefined) known.add(e.setName);
+      const everywhere = e.setName === undefined || (e.capability === 'capabilitylist' && e.change !== 'updated');
+      const targets = everywhere ? new Set([...known, ...(e.setName === undefined ? [] : [e.setName])]) : [e.setName!];
+      for (const s of targets) add(s, change);
+    }
+  });
+  const refresh = (setName: string): void => {
+    refreshTimers.delete(setName);
+    if (isClosed() || site.document === undefined) return;
+    lastRefresh.set(setName, Date.now());
+    site.document(new URL(notifier.urls(setName).changeList).pathname).catch((e: unknown) => {
+      onError(`framework notification for set ${setName}: ${(e as Error).message}`, e);
+    });
+  };
+  const announce = (setName: string): void => {
+    known.add(setName);
+    if (refreshTimers.has(setName) || isClosed()) return;
+    const t = setTimeout(() => refresh(setName), delayFor(lastRefresh.get(setName)));
+    t.unref();
+    refreshTimers.set(setName, t);
+  };
+  return Object.assign(announce, {
+    cancel: () => {
+      stopDocuments();
+      for (const t of [...flushTimers.values(), ...refreshTimers.values()]) clearTimeout(t);
+      flushTimers.clear();
+      refreshTimers.clear();
+      pending.clear();
+    },
+  });
+}
+
+/**
+ * Throttled framework notifications about the Change List of a set (for a site without `onDocuments`): reads the set's `changelist.xml` (an index
  * or a single Change List) from the Source to name the document that changed (never the index, N-§5).
  */
 function createFrameworkAnnouncer(

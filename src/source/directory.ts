@@ -11,7 +11,14 @@ import { BlobStore } from './blobs.js';
 import { fileContent } from './dumps.js';
 import { isSafeRelativePath, requestRelativePath } from './paths.js';
 import { sameFileState, type ScanContext, type ScanStats, scanPaths, scanTree } from './scan.js';
-import { type RecordedChange, type SiteFile, Source, type SourceLimits, type SourceOptions } from './source.js';
+import {
+  type DocumentEvent,
+  type RecordedChange,
+  type SiteFile,
+  Source,
+  type SourceLimits,
+  type SourceOptions,
+} from './source.js';
 import { openSqliteStore } from './sqlite-store.js';
 import type { ChangeInput, SourceStore } from './store.js';
 import { startWatching, type WatchHandle } from './watch.js';
@@ -76,6 +83,8 @@ export interface DirectorySource {
   capabilityListUrl(pathname: string): string | undefined;
   robotsTxt(): Promise<string>;
   onChange(listener: (changes: readonly RecordedChange[]) => void): () => void;
+  /** Documents published (framework notifications' material): {@link Source.onDocuments}. */
+  onDocuments(listener: (events: readonly DocumentEvent[]) => void): () => void;
   /** Scans the whole tree against the inventory (the first scan of a new store is the baseline). */
   scan(): Promise<ScanStats>;
   /** Re-checks some relative paths (files or directories). */
@@ -361,6 +370,10 @@ class DirectorySourceImpl implements DirectorySource {
 
   onChange(listener: (changes: readonly RecordedChange[]) => void): () => void {
     return this.source.onChange(listener);
+  }
+
+  onDocuments(listener: (events: readonly DocumentEvent[]) => void): () => void {
+    return this.source.onDocuments(listener);
   }
 
   async stats(): Promise<{ resources: number; seq: number; sets: string[] }> {

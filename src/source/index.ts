@@ -36,6 +36,8 @@ export { fileIdOf, mediaTypeOf, sameFileState, type ScanStats, storedFileId } fr
 export {
   type GenerationReport,
   type RecordedChange,
+  type DocumentEvent,
+  type DocumentCapability,
   type SetDefinition,
   type SiteFile,
   Source,

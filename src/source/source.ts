@@ -11,6 +11,7 @@
  * @module
  */
 import { stat } from 'node:fs/promises';
+import { basename } from 'node:path';
 import type { ChangeType } from '../core/constants.js';
 import { XML_MEDIA_TYPE, ZIP_MEDIA_TYPE } from '../core/constants.js';
 import { datetimeMs, formatDatetime } from '../core/datetime.js';
@@ -63,6 +64,37 @@ export interface RecordedChange {
   readonly length?: number;
   readonly hash?: string;
   readonly type?: string;
+}
+
+/** What a framework document is (Table 2.1 of the Notification specification). */
+export type DocumentCapability =
+  | 'resourcelist'
+  | 'resourcedump'
+  | 'changelist'
+  | 'changedump'
+  | 'capabilitylist'
+  | 'description';
+
+/**
+ * A document the Source published (generated or regenerated), as reported to {@link Source.onDocuments}
+ * listeners: the material of a framework notification (N-§5). Never an index; a document under one names it.
+ * Resource Lists and Resource Dumps are snapshots, so each generation is `created`; a Change List is `created`
+ * when a new part appears (rotation, a new set) and `updated` when an existing one is rewritten; a Capability
+ * List is `created` with its set (the Source Description then `updated`) and `updated` when it changes.
+ * The first generation of a Change List, Capability List or Source Description in a site directory (nothing to
+ * compare with: e.g. `prepare()` at a first start) reports nothing.
+ */
+export interface DocumentEvent {
+  readonly capability: DocumentCapability;
+  /** Absolute URL of the document. */
+  readonly uri: string;
+  readonly change: 'created' | 'updated' | 'deleted';
+  /** The set (undefined for the Source Description). */
+  readonly setName?: string;
+  /** URL of the index the document is listed in. */
+  readonly indexUrl?: string;
+  /** When it was published (W3C Datetime). */
+  readonly datetime: string;
 }
 
 /** Limits of generated documents and dumps, and Change List rotation. */
@@ -183,6 +215,7 @@ export class Source {
   readonly #options: SourceOptions;
   readonly #limits: EffectiveLimits;
   readonly #listeners = new Set<(changes: readonly RecordedChange[]) => void>();
+  readonly #documentListeners = new Set<(events: readonly DocumentEvent[]) => void>();
   readonly #inflight = new Map<string, Promise<void>>();
   readonly #groups = new Map<string, GroupState>();
   readonly #sets = new Map<string, SetDefinition>();
@@ -254,6 +287,27 @@ export class Source {
   onChange(listener: (changes: readonly RecordedChange[]) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * Listen to published documents (see {@link DocumentEvent}); called once per generation with its documents,
+   * after the files are in place. Documents are generated on demand, so a listener that wants the open Change
+   * List announced after changes asks for it (`document()`). Returns an unsubscribe function.
+   */
+  onDocuments(listener: (events: readonly DocumentEvent[]) => void): () => void {
+    this.#documentListeners.add(listener);
+    return () => this.#documentListeners.delete(listener);
+  }
+
+  #emitDocuments(events: readonly DocumentEvent[]): void {
+    if (events.length === 0) return;
+    for (const l of this.#documentListeners) {
+      try {
+        l(events);
+      } catch (e) {
+        this.#warn(`a document listener failed: ${(e as Error).message}`);
+      }
+    }
   }
 
   #defaultSet(): string {
@@ -333,7 +387,19 @@ export class Source {
   async record(inputs: readonly ChangeInput[], log: boolean): Promise<RecordedChange[]> {
     if (this.#closed) throw new ResourceSyncError('RS_STORE', 'the Source is closed');
     const recorded = await this.store.recordChanges(inputs, { log, rotation: this.rotation });
-    for (const i of inputs) if (!this.#sets.has(i.setName)) this.#sets.set(i.setName, { name: i.setName });
+    const added: string[] = [];
+    for (const i of inputs)
+      if (!this.#sets.has(i.setName)) {
+        this.#sets.set(i.setName, { name: i.setName });
+        added.push(i.setName);
+      }
+    // A new set: its Capability List and the Source Description are published now when someone listens (the
+    // description's regeneration announces the Capability List as created).
+    if (added.length > 0 && this.#documentListeners.size > 0 && !this.#closed)
+      void (async () => {
+        for (const s of added) await this.ensure('capabilitylist', s);
+        await this.ensure('description');
+      })().catch((e: unknown) => this.#warn(`publishing new set(s) ${added.join(', ')}: ${(e as Error).message}`));
     const out = recorded.map((c) => this.#toRecorded(c));
     if (out.length > 0)
       for (const l of this.#listeners) {
@@ -501,6 +567,7 @@ export class Source {
     let files: string[] = [];
     let version: string;
     let extra: Pick<GroupState, 'closed' | 'closedDumps'> | undefined;
+    let written: string[] | undefined;
     if (group === 'description') {
       version = JSON.stringify(this.#setInfos().map((s) => [s.name, s.describedBy ?? '']));
       files = await writeSourceDescription(ctx, this.#setInfos(), this.#options.describedBy);
@@ -519,6 +586,7 @@ export class Source {
             const listPath = (n: number): string => this.layout.path(name, `changelist-${partName(n)}.xml`);
             const closed = new Set<number>((state?.closed ?? []).filter((n) => state?.files.includes(listPath(n))));
             const r = await writeChangeLists(ctx, snap, name, closed);
+            written = r.files;
             // Closed lists written earlier stay listed as files of the group.
             files = [...new Set([...r.files, ...r.closed.map(listPath)])];
             extra = { closed: r.closed };
@@ -583,6 +651,84 @@ export class Source {
     };
     this.#groups.set(key, next);
     await this.store.setMeta(this.#metaKey(), JSON.stringify(Object.fromEntries(this.#groups)));
+    if (this.#documentListeners.size > 0)
+      this.#emitDocuments(this.#documentEvents(group, setName, state, next, written ?? files));
+  }
+
+  /** What a generation published, compared with the previous one (see {@link DocumentEvent}). */
+  #documentEvents(
+    group: GroupKind,
+    setName: string | undefined,
+    before: GroupState | undefined,
+    after: GroupState,
+    written: readonly string[],
+  ): DocumentEvent[] {
+    const datetime = formatDatetime(Date.now());
+    const l = this.layout;
+    if (group === 'description') {
+      if (before === undefined) return [];
+      const names = (v: string): string[] => {
+        try {
+          return (JSON.parse(v) as [string, string][]).map((x) => x[0]);
+        } catch {
+          return [];
+        }
+      };
+      const was = new Set(names(before.version));
+      const now = new Set(names(after.version));
+      const out: DocumentEvent[] = [];
+      for (const n of now)
+        if (!was.has(n))
+          out.push({
+            capability: 'capabilitylist',
+            uri: l.capabilityListUrl(n),
+            change: 'created',
+            setName: n,
+            datetime,
+          });
+      for (const n of was)
+        if (!now.has(n))
+          out.push({
+            capability: 'capabilitylist',
+            uri: l.capabilityListUrl(n),
+            change: 'deleted',
+            setName: n,
+            datetime,
+          });
+      out.push({ capability: 'description', uri: this.sourceDescriptionUrl, change: 'updated', datetime });
+      return out;
+    }
+    const name = setName!;
+    if (group === 'capabilitylist')
+      return before === undefined
+        ? []
+        : [
+            {
+              capability: 'capabilitylist',
+              uri: l.capabilityListUrl(name),
+              change: 'updated',
+              setName: name,
+              datetime,
+            },
+          ];
+    if (group === 'changelist' && before === undefined) return [];
+    // Documents (never packages or manifests) among the files written; the main file is an index when parts exist.
+    const docs = written.filter((f) => DOCUMENT_FILE.exec(basename(f))?.[1] === group);
+    const main = this.#mainPath(group, name);
+    const parts = docs.filter((f) => f !== main);
+    const indexUrl = parts.length > 0 || group === 'changelist' ? l.url(name, `${group}.xml`) : undefined;
+    const previous = new Set(before?.files ?? []);
+    return (parts.length > 0 || group === 'changelist' ? parts : docs).map((f) => ({
+      capability: group,
+      uri: l.url(name, basename(f)),
+      change:
+        group === 'resourcelist' || group === 'resourcedump' || !previous.has(f)
+          ? ('created' as const)
+          : ('updated' as const),
+      setName: name,
+      ...(indexUrl === undefined ? {} : { indexUrl }),
+      datetime,
+    }));
   }
 
   /**
@@ -649,6 +795,9 @@ export class Source {
     await Promise.allSettled(this.#inflight.values());
   }
 }
+
+/** A generated document of a group (not a dump package or manifest): `resourcelist.xml`, `changelist-0002.xml`. */
+const DOCUMENT_FILE = /^(resourcelist|resourcedump|changelist|changedump)(?:-[0-9]{4,})?\.xml$/;
 
 async function filesExist(paths: readonly string[]): Promise<boolean> {
   for (const p of paths) if ((await stat(p).catch(() => undefined)) === undefined) return false;
