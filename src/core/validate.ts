@@ -7,8 +7,10 @@
  * bounded state: counters, the previous datetime (chronological order), the first package type, the set of
  * capabilities of a Capability List (at most 1,000), and the set of `<loc>` values for the duplicate check, which
  * is kept for the first `maxTrackedLocs` (default 50,000) distinct values only; a later entry is checked against
- * those but not remembered. Issues are kept up to `maxIssues` (default 1,000); later ones are only counted. Memory is
- * therefore O(maxTrackedLocs × loc length + maxIssues), whatever the size of the document.
+ * those but not remembered (with a 128 KiB filter in front of that set). Issues are kept up to `maxIssues` (default
+ * 1,000); later ones are only counted. Memory is therefore O(maxTrackedLocs × loc length + maxIssues), whatever the
+ * size of the document. Note that a `loc` from the XML reader may be a slice of the decoded text it came from, so
+ * the set can keep that text alive too: about the size of the document part that holds the tracked entries.
  *
  * @example
  * ```ts
