@@ -99,7 +99,8 @@ export async function validateInput(
     const extra = hooks.onHeader?.(stream.header, url) ?? [];
     const onEntry = hooks.onEntry;
     const entries = onEntry === undefined ? stream.entries : tap(stream.entries, onEntry);
-    const batches = onEntry === undefined ? stream.batches : undefined;
+    const batches =
+      onEntry === undefined || stream.batches === undefined ? stream.batches : tapBatches(stream.batches, onEntry);
     const result = await validateStream(
       { header: stream.header, entries, batches, issues: stream.issues },
       validateOptions,
@@ -157,6 +158,17 @@ async function* tap(entries: AsyncIterable<Entry>, f: (e: Entry) => void): Async
   for await (const e of entries) {
     f(e);
     yield e;
+  }
+}
+
+/** {@link tap} for batches: the hook sees each entry of a batch before the validator does. */
+async function* tapBatches(
+  batches: AsyncIterable<readonly Entry[]>,
+  f: (e: Entry) => void,
+): AsyncGenerator<readonly Entry[]> {
+  for await (const batch of batches) {
+    for (const e of batch) f(e);
+    yield batch;
   }
 }
 
