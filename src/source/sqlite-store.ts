@@ -519,6 +519,44 @@ class SqliteSnapshot implements StoreSnapshot {
     }
   }
 
+  /**
+   * Memory: one row at a time. Only the columns a Resource List needs, as raw arrays (no row objects), so a
+   * 50,000-entry part costs ~1 µs a row here. `setName` is the one asked for (or `''` for all sets) and
+   * `fileId` is left out.
+   */
+  *resourcesSync(setName?: string): Generator<ResourceRecord, void, undefined> {
+    const cols = 'uri, length, type, md5, sha1, sha256, lastmod_ms';
+    type Raw = [string, number, string | null, string | null, string | null, string | null, number];
+    const it = (
+      setName === undefined
+        ? this.#db.prepare<[], Raw>(`SELECT ${cols} FROM resources ORDER BY uri`).raw().iterate()
+        : this.#db
+            .prepare<[string], Raw>(`SELECT ${cols} FROM resources WHERE set_name = ? ORDER BY uri`)
+            .raw()
+            .iterate(setName)
+    ) as IterableIterator<Raw>;
+    const set = setName ?? '';
+    try {
+      for (const row of it) {
+        const hashes: Hashes = {};
+        if (row[3] !== null) hashes.md5 = row[3];
+        if (row[4] !== null) hashes['sha-1'] = row[4];
+        if (row[5] !== null) hashes['sha-256'] = row[5];
+        const r: { uri: string; setName: string; length: number; hashes: Hashes; lastmodMs: number; type?: string } = {
+          uri: row[0],
+          setName: set,
+          length: row[1],
+          hashes,
+          lastmodMs: row[6],
+        };
+        if (row[2] !== null) r.type = row[2];
+        yield r;
+      }
+    } finally {
+      it.return?.();
+    }
+  }
+
   /** Memory: one row at a time. */
   async *changes(query: ChangeQuery = {}): AsyncGenerator<ChangeRecord, void, undefined> {
     const after = query.afterSeq ?? 0;

@@ -119,6 +119,12 @@ export interface StoreSnapshot {
   setVersion(setName: string): Promise<number>;
   /** Resources in `uri` order (binary). */
   resources(setName?: string): AsyncGenerator<ResourceRecord, void, undefined>;
+  /**
+   * Optional fast path: the same records as {@link resources}, pulled synchronously (no promise per row), for
+   * generating large Resource Lists. Memory: one row at a time. The `setName` and `fileId` fields may be left
+   * out (a Resource List does not need them).
+   */
+  resourcesSync?(setName?: string): Iterable<ResourceRecord>;
   /** Changes in seq order. */
   changes(query?: ChangeQuery): AsyncGenerator<ChangeRecord, void, undefined>;
   changeListParts(setName: string): Promise<ChangeListPart[]>;
