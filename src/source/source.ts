@@ -146,9 +146,17 @@ export interface SourceOptions {
   readonly fsync?: boolean;
   /**
    * A stale Resource List or dump whose last generation took longer than this (ms) is served as it is while
-   * a new one is generated in the background (default 1,000; 0: always; Infinity: never).
+   * a new one is generated in the background (default 250; 0: always; Infinity: never). A stale list is
+   * still a true, complete snapshot carrying its own `at`/`completed`; small lists (generated faster than
+   * this) are always brought up to date before they are served.
    */
   readonly backgroundAfterMs?: number;
+  /**
+   * Quiet time (ms) after the last recorded change before such big groups that were generated before are
+   * regenerated in the background, so requests rarely meet a stale or cold document (default 1,000;
+   * Infinity: only on request).
+   */
+  readonly regenerateAfterMs?: number;
 }
 
 /** A change to record through the library API. */
@@ -220,6 +228,8 @@ export class Source {
   readonly #groups = new Map<string, GroupState>();
   readonly #sets = new Map<string, SetDefinition>();
   #closed = false;
+  #regenTimer: ReturnType<typeof setTimeout> | undefined;
+  readonly #regenSets = new Set<string>();
 
   private constructor(options: SourceOptions) {
     this.#options = options;
@@ -401,6 +411,7 @@ export class Source {
         await this.ensure('description');
       })().catch((e: unknown) => this.#warn(`publishing new set(s) ${added.join(', ')}: ${(e as Error).message}`));
     const out = recorded.map((c) => this.#toRecorded(c));
+    if (inputs.length > 0) this.#scheduleRegeneration(new Set(inputs.map((i) => i.setName)));
     if (out.length > 0)
       for (const l of this.#listeners) {
         try {
@@ -502,9 +513,7 @@ export class Source {
     const running = this.#inflight.get(key);
     const state = this.#groups.get(key);
     const bigGroup =
-      group === 'resourcelist' || group === 'resourcedump' || group === 'changedump'
-        ? (state?.durationMs ?? 0) >= (this.#options.backgroundAfterMs ?? 1000)
-        : false;
+      group === 'resourcelist' || group === 'resourcedump' || group === 'changedump' ? this.#isBig(state) : false;
     if (running !== undefined) {
       if (allowStale && bigGroup && (await this.#mainExists(group, setName))) return;
       return running;
@@ -517,6 +526,28 @@ export class Source {
       return;
     }
     return p;
+  }
+
+  #isBig(state: GroupState | undefined): boolean {
+    return (state?.durationMs ?? 0) >= (this.#options.backgroundAfterMs ?? 250);
+  }
+
+  /** After changes settle, regenerates the big Resource Lists that were generated before (debounced). */
+  #scheduleRegeneration(sets: Iterable<string>): void {
+    const wait = this.#options.regenerateAfterMs ?? 1000;
+    if (!Number.isFinite(wait) || this.#closed) return;
+    for (const s of sets) if (this.#isBig(this.#groups.get(`resourcelist:${s}`))) this.#regenSets.add(s);
+    if (this.#regenSets.size === 0) return;
+    clearTimeout(this.#regenTimer);
+    this.#regenTimer = setTimeout(() => {
+      this.#regenTimer = undefined;
+      const todo = [...this.#regenSets];
+      this.#regenSets.clear();
+      void (async () => {
+        for (const s of todo) if (!this.#closed) await this.ensure('resourcelist', s);
+      })().catch((e: unknown) => this.#warn(`regenerating resource lists: ${(e as Error).message}`));
+    }, wait);
+    this.#regenTimer.unref?.();
   }
 
   #offers(group: GroupKind): boolean {
@@ -792,6 +823,7 @@ export class Source {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    clearTimeout(this.#regenTimer);
     await Promise.allSettled(this.#inflight.values());
   }
 }
