@@ -519,9 +519,14 @@ export class Source {
       return running;
     }
     if (state !== undefined && (await this.#fresh(key, group, setName, state))) return;
-    const p = this.#generate(key, group, setName, state).finally(() => this.#inflight.delete(key));
+    const background = allowStale && bigGroup && state !== undefined && (await this.#mainExists(group, setName));
+    if (this.#inflight.has(key)) return this.ensure(group, setName, allowStale);
+    // In the background, generation starts a moment later, so the request that found the group stale is
+    // served first (generation and serving share this thread).
+    const start = background ? new Promise<void>((r) => setTimeout(r, BACKGROUND_DELAY_MS)) : Promise.resolve();
+    const p = start.then(() => this.#generate(key, group, setName, state)).finally(() => this.#inflight.delete(key));
     this.#inflight.set(key, p);
-    if (allowStale && bigGroup && state !== undefined && (await this.#mainExists(group, setName))) {
+    if (background) {
       p.catch((e: unknown) => this.#warn(`regenerating ${key} failed: ${(e as Error).message}`));
       return;
     }
@@ -827,6 +832,9 @@ export class Source {
     await Promise.allSettled(this.#inflight.values());
   }
 }
+
+/** Delay before a background regeneration started by a request (the request is served first). */
+const BACKGROUND_DELAY_MS = 100;
 
 /** A generated document of a group (not a dump package or manifest): `resourcelist.xml`, `changelist-0002.xml`. */
 const DOCUMENT_FILE = /^(resourcelist|resourcedump|changelist|changedump)(?:-[0-9]{4,})?\.xml$/;
