@@ -58,6 +58,7 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
   let fallback: 'all' | Set<string> = useDumps ? missing : 'all';
   if (useDumps) {
     via.push('dump');
+    ctx.beginPhase();
     for (const url of sources.resourceDumps) {
       let tree: Awaited<ReturnType<typeof openListTree>>;
       try {
@@ -90,6 +91,7 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
         throw new ResourceSyncError('RS_DISCOVERY', 'the Source offers no Resource List', { url: ctx.options.source });
     } else {
       via.push('list');
+      ctx.beginPhase();
       for (const url of sources.resourceLists) {
         const tree = await openListTree(ctx, url);
         const only = fallback === 'all' ? undefined : fallback;
@@ -211,7 +213,7 @@ export async function applyListEntry(ctx: SyncContext, entry: Entry, at: string 
   const target = targetOf(ctx, uri, 'list');
   if (target === undefined) return;
   const expected = expectedOf(entry);
-  const rec = ctx.state.get(uri);
+  const rec = ctx.lookup(uri);
   // The file is looked at only when that can spare the download: a record that may match (no hash to tell, or
   // the same hash), or after an interrupted run (files installed but not recorded are adopted). An unrecorded
   // file otherwise (put there by hand) is simply replaced.
@@ -312,7 +314,7 @@ async function applyResourcePackage(
         const target = targetOf(ctx, uri, 'dump');
         if (target === undefined) return;
         const expected = expectedOf(m);
-        const rec = ctx.state.get(uri);
+        const rec = ctx.lookup(uri);
         const size = rec === undefined && ctx.options.resumed !== true ? undefined : await regularFileSize(target);
         if (size !== undefined && isUpToDate(rec, expected, size)) {
           await touch(ctx, rec, at());

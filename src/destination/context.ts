@@ -211,6 +211,11 @@ export class SyncContext {
   private done = 0;
   private lastProgress = 0;
   total: number | undefined;
+  /**
+   * The state held no record at all when the current phase started (and the previous run was not
+   * interrupted): lookups of URIs the phase has not recorded itself can be skipped. Set by the phase.
+   */
+  stateWasEmpty = false;
 
   constructor(
     readonly operation: Operation,
@@ -274,6 +279,19 @@ export class SyncContext {
       this.lastProgress = now;
       this.progress();
     }
+  }
+
+  /**
+   * Marks the start of a phase that looks up each URI once: when the state is empty (and the last run was not
+   * interrupted), {@link lookup} answers without querying it.
+   */
+  beginPhase(): void {
+    this.stateWasEmpty = this.options.resumed !== true && this.state.all(1).next().done === true;
+  }
+
+  /** The record of `uri`; undefined without a query when the phase started with an empty state. */
+  lookup(uri: string): ResourceRecord | undefined {
+    return this.stateWasEmpty ? undefined : this.state.get(uri);
   }
 
   /** Emits a progress event now. */

@@ -10,7 +10,8 @@
  *
  * @module
  */
-import { createWriteStream, close as fsClose, read as fsRead, open } from 'node:fs';
+import { createWriteStream, close as fsClose, read as fsRead, fstat, open } from 'node:fs';
+import { Readable } from 'node:stream';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -179,12 +180,31 @@ export class DumpPackage {
     const maxEntries = options.maxEntries ?? DEFAULT_MAX_PACKAGE_ENTRIES;
     let zip: yauzl.ZipFile;
     try {
-      zip = await yauzl.openPromise(file, {
-        lazyEntries: true,
-        autoClose: false,
-        decodeStrings: false,
-        validateEntrySizes: true,
-      });
+      // A reader that reads ahead on sequential reads: yauzl reads the central directory entry by entry (two
+      // small reads each, each a trip to the thread pool); this serves them from one block.
+      const fd = await new Promise<number>((resolve, reject) =>
+        open(file, 'r', (e, fd) => (e === null ? resolve(fd) : reject(e))),
+      );
+      let size: number;
+      try {
+        size = await new Promise<number>((resolve, reject) =>
+          fstat(fd, (e, st) => (e === null ? resolve(st.size) : reject(e))),
+        );
+      } catch (e) {
+        fsClose(fd, () => undefined);
+        throw e;
+      }
+      try {
+        zip = await yauzl.fromRandomAccessReaderPromise(new ReadAheadReader(fd), size, {
+          lazyEntries: true,
+          autoClose: false,
+          decodeStrings: false,
+          validateEntrySizes: true,
+        });
+      } catch (e) {
+        fsClose(fd, () => undefined); // as yauzl.open does when the ZIP is unreadable
+        throw e;
+      }
     } catch (e) {
       throw new ResourceSyncError('RS_ZIP', `not a readable ZIP package: ${(e as Error).message}`, {
         ...where,
@@ -276,6 +296,47 @@ export class DumpPackage {
 
   /** A second descriptor for {@link readSmallBitstream}'s positioned reads (opened on first use). */
   private fd: Promise<number> | undefined;
+  /** Blocks of the package read for {@link readSmallBitstream}, by block index (at most {@link SMALL_BLOCKS}). */
+  private readonly blocks = new Map<number, Promise<Buffer>>();
+  private blockHits = 0;
+  private blockMisses = 0;
+
+  /**
+   * `length` bytes at `position` (fewer at the end of the file). Small reads go through a cache of aligned
+   * blocks while that pays (packages store bitstreams in manifest order, so neighbouring files share a block:
+   * one read per block instead of one per file); when reads are scattered (more misses than hits), each read
+   * is direct. Memory: {@link SMALL_BLOCKS} blocks of {@link SMALL_BLOCK_BYTES}.
+   */
+  private async readAt(fd: number, length: number, position: number): Promise<Buffer> {
+    const direct = (len: number, pos: number): Promise<Buffer> =>
+      new Promise((resolve, reject) => {
+        const buf = Buffer.allocUnsafe(len);
+        fsRead(fd, buf, 0, len, pos, (e, n) => (e === null ? resolve(buf.subarray(0, n)) : reject(e)));
+      });
+    const first = Math.floor(position / SMALL_BLOCK_BYTES);
+    const last = Math.floor((position + length - 1) / SMALL_BLOCK_BYTES);
+    if (
+      length > SMALL_BLOCK_BYTES / 4 ||
+      last > first + 1 ||
+      (this.blockMisses > 16 && this.blockHits < this.blockMisses)
+    )
+      return direct(length, position);
+    const parts: Buffer[] = [];
+    for (let b = first; b <= last; b++) {
+      let block = this.blocks.get(b);
+      if (block === undefined) {
+        this.blockMisses++;
+        block = direct(SMALL_BLOCK_BYTES, b * SMALL_BLOCK_BYTES);
+        this.blocks.set(b, block);
+        block.catch(() => this.blocks.delete(b));
+        if (this.blocks.size > SMALL_BLOCKS) this.blocks.delete(this.blocks.keys().next().value as number);
+      } else this.blockHits++;
+      parts.push(await block);
+    }
+    const whole = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts);
+    const from = position - first * SMALL_BLOCK_BYTES;
+    return whole.subarray(from, Math.min(whole.length, from + length));
+  }
 
   /**
    * The bytes of a small file (both sizes at most `limit`) a manifest `path` names, read with one positioned
@@ -299,11 +360,7 @@ export class DumpPackage {
       open(this.file, 'r', (e, fd) => (e === null ? resolve(fd) : reject(e))),
     );
     const fd = await this.fd;
-    const read = (length: number, position: number): Promise<Buffer> =>
-      new Promise((resolve, reject) => {
-        const buf = Buffer.allocUnsafe(length);
-        fsRead(fd, buf, 0, length, position, (e, n) => (e === null ? resolve(buf.subarray(0, n)) : reject(e)));
-      });
+    const read = (length: number, position: number): Promise<Buffer> => this.readAt(fd, length, position);
     // Local header (30 bytes + name + extra, §4.3.7 of APPNOTE), then the data; extra lengths may differ from
     // the central directory's, so read a little more and re-read in the rare case it was not enough.
     const headerGuess = 30 + entry.fileNameLength + entry.extraFieldLength + 64;
@@ -332,12 +389,107 @@ export class DumpPackage {
 
   /** Closes the ZIP and (by default) removes the temporary file. */
   async close(): Promise<void> {
+    this.blocks.clear();
     this.zip.close();
     if (this.fd !== undefined) {
       const fd = await this.fd.catch(() => undefined);
       if (fd !== undefined) await new Promise<void>((resolve) => fsClose(fd, () => resolve()));
     }
     if (this.options.removeOnClose ?? true) await rm(this.file, { force: true }).catch(() => undefined);
+  }
+}
+
+/** Block size of the small-bitstream read cache (see DumpPackage.readAt). */
+const SMALL_BLOCK_BYTES = 256 * 1024;
+/** Blocks the small-bitstream read cache keeps. */
+const SMALL_BLOCKS = 8;
+/** Read-ahead of {@link ReadAheadReader}. */
+const READ_AHEAD_BYTES = 256 * 1024;
+
+/**
+ * yauzl's access to a package file: positioned reads, where a read that continues the previous one (yauzl
+ * reading the central directory entry after entry) fetches {@link READ_AHEAD_BYTES} at once and later reads
+ * inside that block are copied from it; other reads (local headers, bitstream streams) go straight to the
+ * file. Closes its descriptor when yauzl closes it. Memory: one block.
+ */
+class ReadAheadReader extends yauzl.RandomAccessReader {
+  private block: Buffer | undefined;
+  private blockStart = 0;
+  private lastEnd = -1;
+
+  constructor(private readonly fd: number) {
+    super();
+  }
+
+  override read(
+    buffer: Buffer,
+    offset: number,
+    length: number,
+    position: number,
+    callback: (err: Error | null, bytesRead?: number) => void,
+  ): void {
+    const sequential = position === this.lastEnd;
+    this.lastEnd = position + length;
+    const block = this.block;
+    if (block !== undefined && position >= this.blockStart && position + length <= this.blockStart + block.length) {
+      block.copy(buffer, offset, position - this.blockStart, position - this.blockStart + length);
+      process.nextTick(callback, null, length);
+      return;
+    }
+    if (!sequential || length >= READ_AHEAD_BYTES) {
+      fsRead(this.fd, buffer, offset, length, position, (e, n) => callback(e, n));
+      return;
+    }
+    const ahead = Buffer.allocUnsafe(READ_AHEAD_BYTES);
+    fsRead(this.fd, ahead, 0, READ_AHEAD_BYTES, position, (e, n) => {
+      if (e !== null) {
+        callback(e);
+        return;
+      }
+      this.block = ahead.subarray(0, n);
+      this.blockStart = position;
+      const copied = Math.min(n, length);
+      ahead.copy(buffer, offset, 0, copied);
+      callback(null, copied);
+    });
+  }
+
+  /** Bytes `start` to `end` (exclusive) in chunks of 64 KiB (`fs.createReadStream` on a shared fd closed it). */
+  override _readStreamForRange(start: number, end: number): Readable {
+    const fd = this.fd;
+    let pos = start;
+    return new Readable({
+      read(): void {
+        const len = Math.min(64 * 1024, end - pos);
+        if (len <= 0) {
+          this.push(null);
+          return;
+        }
+        const buf = Buffer.allocUnsafe(len);
+        fsRead(fd, buf, 0, len, pos, (e, n) => {
+          if (e !== null) this.destroy(e);
+          else if (n === 0)
+            this.push(null); // early end of file: yauzl reports the missing bytes
+          else {
+            pos += n;
+            this.push(buf.subarray(0, n));
+          }
+        });
+      },
+    });
+  }
+
+  private closed = false;
+
+  /** Called by yauzl each time its reference count drops to zero: closes the descriptor once. */
+  override close(callback: (err: Error | null) => void): void {
+    this.block = undefined;
+    if (this.closed) {
+      process.nextTick(callback, null);
+      return;
+    }
+    this.closed = true;
+    fsClose(this.fd, (e) => callback(e));
   }
 }
 
