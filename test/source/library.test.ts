@@ -175,6 +175,36 @@ describe('Source library API', () => {
     }
   });
 
+  it('regenerates a big Resource List in the background once changes settle, without a request', async () => {
+    const { dir, cleanup } = await tempDir();
+    const store = await openSqliteStore({ path: join(dir, 'source.db') });
+    try {
+      const source = await Source.open({
+        store,
+        baseUrl: 'http://localhost/',
+        siteDir: join(dir, 'site'),
+        backgroundAfterMs: 0,
+        regenerateAfterMs: 20,
+        fsync: false,
+      });
+      await source.recordChanges([{ uri: 'a', change: 'created', length: 1 }]);
+      await source.prepare();
+      const path = join(dir, 'site', 'resourcesync', 'default', 'resourcelist.xml');
+      assert.doesNotMatch(await readFile(path, 'utf8'), /\/b<\/loc>/);
+      await source.recordChanges([{ uri: 'b', change: 'created', length: 1 }]);
+      let text = '';
+      for (let i = 0; i < 200 && !/\/b<\/loc>/.test(text); i++) {
+        await sleep(25);
+        text = await readFile(path, 'utf8');
+      }
+      assert.match(text, /\/b<\/loc>/, 'regenerated without being asked for');
+      await source.close();
+    } finally {
+      await store.close();
+      await cleanup();
+    }
+  });
+
   it('splits documents by size as well as by count', async () => {
     const { dir, cleanup } = await tempDir();
     const store = await openSqliteStore({ path: join(dir, 'source.db') });
