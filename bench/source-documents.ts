@@ -27,7 +27,7 @@ const mb = (n: number): string => `${(n / (1 << 20)).toFixed(0)} MB`;
 
 const work = await mkdtemp(join(tmpdir(), 'rs-bench-docs-'));
 try {
-  const store = await openSqliteStore({ path: join(work, 'source.db') });
+  let store = await openSqliteStore({ path: join(work, 'source.db') });
   let t = performance.now();
   const hex = (n: number, len: number): string => n.toString(16).padStart(len, '0').slice(-len);
   for (let start = 0; start < total; start += 10_000) {
@@ -45,6 +45,9 @@ try {
     await store.recordChanges(batch, { log: false });
   }
   const fillMs = performance.now() - t;
+  // Reopened, as a server finds it (the WAL checkpointed on close).
+  await store.close();
+  store = await openSqliteStore({ path: join(work, 'source.db') });
   global.gc?.();
   const before = process.memoryUsage().rss;
   process.stdout.write(

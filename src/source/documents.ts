@@ -69,6 +69,9 @@ function header(kind: DocumentKind, md: Metadata, links: Link[]): DocumentHeader
   return createHeader(kind, md, links);
 }
 
+/** A relative path that percent-encoding leaves as it is (what `encodeURIComponent` keeps, and `/`). */
+const PLAIN_PATH = /^[A-Za-z0-9\-_.!~*'()/]*$/;
+
 /** The entry of a resource in a Resource List (§10.1) or a dump manifest (§11.2: with `path`). */
 export function resourceEntry(base: URL, r: ResourceRecord, path?: string): Entry {
   const md: Metadata = { length: r.length };
@@ -76,7 +79,8 @@ export function resourceEntry(base: URL, r: ResourceRecord, path?: string): Entr
   if (hash !== '') md.hash = hash;
   if (r.type !== undefined) md.type = r.type;
   if (path !== undefined) md.path = path;
-  return { element: 'url', loc: resourceUrl(base, r.uri), lastmod: formatDatetime(r.lastmodMs), md, links: [] };
+  const loc = PLAIN_PATH.test(r.uri) ? base.href + r.uri : resourceUrl(base, r.uri);
+  return { element: 'url', loc, lastmod: formatDatetime(r.lastmodMs), md, links: [] };
 }
 
 /** The entry of a change in a Change List (§12.1) or a Change Dump Manifest (§13.2: with `path`). */

@@ -527,8 +527,16 @@ class SqliteSnapshot implements StoreSnapshot {
   *resourcesSync(setName?: string): Generator<ResourceRecord, void, undefined> {
     const cols = 'uri, length, type, md5, sha1, sha256, lastmod_ms';
     type Raw = [string, number, string | null, string | null, string | null, string | null, number];
+    // When the set is the only one, the table is read in its own (primary key) order: no index lookup a row.
+    const alone =
+      setName !== undefined &&
+      this.#db
+        .prepare<[string, string], { other: number }>(
+          'SELECT EXISTS(SELECT 1 FROM resources WHERE set_name < ?) OR EXISTS(SELECT 1 FROM resources WHERE set_name > ?) AS other',
+        )
+        .get(setName, setName)?.other === 0;
     const it = (
-      setName === undefined
+      setName === undefined || alone
         ? this.#db.prepare<[], Raw>(`SELECT ${cols} FROM resources ORDER BY uri`).raw().iterate()
         : this.#db
             .prepare<[string], Raw>(`SELECT ${cols} FROM resources WHERE set_name = ? ORDER BY uri`)
