@@ -230,6 +230,7 @@ export class Source {
   #closed = false;
   #regenTimer: ReturnType<typeof setTimeout> | undefined;
   readonly #regenSets = new Set<string>();
+  #regenSince = 0;
 
   private constructor(options: SourceOptions) {
     this.#options = options;
@@ -543,6 +544,10 @@ export class Source {
     if (!Number.isFinite(wait) || this.#closed) return;
     for (const s of sets) if (this.#isBig(this.#groups.get(`resourcelist:${s}`))) this.#regenSets.add(s);
     if (this.#regenSets.size === 0) return;
+    // Debounced, but changes that never settle still get a regeneration every 10 quiet times.
+    const now = Date.now();
+    if (this.#regenTimer !== undefined && now - this.#regenSince >= 10 * wait) return;
+    if (this.#regenTimer === undefined) this.#regenSince = now;
     clearTimeout(this.#regenTimer);
     this.#regenTimer = setTimeout(() => {
       this.#regenTimer = undefined;
