@@ -1,7 +1,9 @@
 /**
  * Serving a large Resource List Index from a live Source server (issue 3, "Speed and memory"):
- * - 100,000 resources: time to first byte and whole-body time of a 50,000-entry part, cold (the request
- *   triggers generation from the store) and warm (generated file served from the cache); the index too.
+ * - 100,000 resources: time to first byte and whole-body time of a 50,000-entry part: on the first request
+ *   ever (generation from the store), on the first request after a change (the previous complete version is
+ *   served while a new one is generated when the list is big, see `backgroundAfterMs`), and warm (generated
+ *   file served from the cache); the index too.
  *   Targets: first byte of a part <= 50 ms, whole part <= 300 ms.
  * - 1,000,000 resources in the store: peak RSS of the server process while it generates and serves the
  *   index and all 20 parts. Target <= 250 MB.
@@ -193,9 +195,13 @@ async function benchSize(n: number, runs: number): Promise<void> {
     const gzWarm: Timing[] = [];
     for (let r = 0; r < runs; r++) gzWarm.push(await fetchTimed(port, part, false, true));
     const rss = await peakRssMb(pid);
+    // The first run is the first generation ever; later ones follow a change (the previous, complete version
+    // may be served while the new one is generated: see SourceOptions.backgroundAfterMs).
+    const after = cold.length > 1 ? cold.slice(1) : cold;
     console.log(
-      `  part 1 (${f(cold[0]!.bytes / 1e6)} MB, status ${cold[0]!.status}) cold: first byte ${f(median(cold.map((t) => t.ttfbMs)))} ms, ` +
-        `whole ${f(median(cold.map((t) => t.totalMs)))} ms (median of ${runs}; first run ${f(cold[0]!.ttfbMs)} / ${f(cold[0]!.totalMs)} ms)`,
+      `  part 1 (${f(cold[0]!.bytes / 1e6)} MB, status ${cold[0]!.status}) first request ever: first byte ${f(cold[0]!.ttfbMs)} ms, ` +
+        `whole ${f(cold[0]!.totalMs)} ms; first request after a change: first byte ${f(median(after.map((t) => t.ttfbMs)))} ms, ` +
+        `whole ${f(median(after.map((t) => t.totalMs)))} ms (median of ${after.length})`,
     );
     console.log(
       `  part 1 warm: first byte ${f(median(warm.map((t) => t.ttfbMs)))} ms, whole ${f(median(warm.map((t) => t.totalMs)))} ms`,
