@@ -220,7 +220,7 @@ export async function writeResourceList(
       indexKind: 'resource-list-index',
       count,
       // The synchronous path spares a promise per entry (3 async layers): ~2x faster for large lists.
-      entries: fast === undefined ? it! : mapSync(fast, (r) => resourceEntry(base, r)),
+      entries: fast === undefined ? it! : mapYielding(fast, (r) => resourceEntry(base, r)),
       md: { at, completed },
       setName,
       name: 'resourcelist',
@@ -230,8 +230,20 @@ export async function writeResourceList(
   }
 }
 
-function* mapSync<T, U>(source: Iterable<T>, f: (t: T) => U): Generator<U, void, undefined> {
-  for (const t of source) yield f(t);
+/** Entries between two turns of the event loop while a list is generated (~1 ms of work). */
+const YIELD_EVERY = 256;
+
+/**
+ * `source` mapped by `f`, with a real turn of the event loop (`setImmediate`) every {@link YIELD_EVERY}
+ * items, so requests served by the same thread (e.g. the previous copy of this very list) keep flowing while
+ * a big list is generated (~7% more CPU than a plain loop).
+ */
+async function* mapYielding<T, U>(source: Iterable<T>, f: (t: T) => U): AsyncGenerator<U, void, undefined> {
+  let n = 0;
+  for (const t of source) {
+    yield f(t);
+    if (++n % YIELD_EVERY === 0) await new Promise<void>((r) => setImmediate(r));
+  }
 }
 
 /** Files of the Change Lists that are closed and already written (never rewritten). */
