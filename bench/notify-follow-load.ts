@@ -14,7 +14,9 @@ import { dirname, join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+// The repository root (this file runs from bench/ through tsx, or compiled from dist/bench/).
+let root = dirname(fileURLToPath(import.meta.url));
+while (!existsSync(join(root, 'package.json')) && dirname(root) !== root) root = dirname(root);
 // The compiled CLI when it has been built (what users run), else the TypeScript sources through tsx.
 const compiled = join(root, 'dist/src/cli/main.js');
 const CLI = existsSync(compiled) ? [compiled] : ['--import', 'tsx', join(root, 'src/cli/main.ts')];
@@ -23,9 +25,12 @@ const seconds = Number(process.argv[3] ?? 60);
 const rate = Number(process.argv[4] ?? 100);
 const files = Number(process.argv[5] ?? 500);
 
-function cli(args: string[]): { child: ChildProcess; json: Record<string, unknown>[] } {
-  const child = spawn(process.execPath, [...CLI, ...args], {
-    stdio: ['ignore', 'pipe', 'ignore'],
+/** `BENCH_PROF_DIR=dir`: the Source and the first follower write V8 CPU profiles there. */
+const profDir = process.env.BENCH_PROF_DIR;
+function cli(args: string[], profile = false): { child: ChildProcess; json: Record<string, unknown>[] } {
+  const prof = profile && profDir !== undefined ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [];
+  const child = spawn(process.execPath, [...prof, ...CLI, ...args], {
+    stdio: ['ignore', 'pipe', process.env.BENCH_STDERR === '1' ? 'inherit' : 'ignore'],
   });
   const json: Record<string, unknown>[] = [];
   createInterface({ input: child.stdout! }).on('line', (l) => {
@@ -79,12 +84,17 @@ const col = join(dir, 'col');
 await mkdir(col);
 for (let i = 0; i < 10; i++) await writeFile(join(col, `f${i}.txt`), `initial ${i}`);
 const port = await freePort();
-const serve = cli(['serve', col, '--port', String(port), '--json', '--state', join(dir, 'state')]);
-await until(() => serve.json.some((e) => e.event === 'listening'), 60_000);
+const serve = cli(['serve', col, '--port', String(port), '--json', '--state', join(dir, 'state')], true);
+if (!(await until(() => serve.json.some((e) => e.event === 'listening'), 60_000)))
+  throw new Error('serve did not start');
 const procs = Array.from({ length: followers }, (_, i) =>
-  cli(['sync', '--follow', `http://127.0.0.1:${port}/`, join(dir, `copy${i}`), '--json', '--durability', 'none']),
+  cli(
+    ['sync', '--follow', `http://127.0.0.1:${port}/`, join(dir, `copy${i}`), '--json', '--durability', 'none'],
+    i === 0,
+  ),
 );
-await until(() => procs.every((p) => p.json.some((e) => e.event === 'connected')), 120_000);
+if (!(await until(() => procs.every((p) => p.json.some((e) => e.event === 'connected')), 120_000)))
+  throw new Error('followers did not connect');
 console.log(`${followers} followers connected; writing ${rate} changes/s for ${seconds} s over ${files} files`);
 
 const t0 = performance.now();
@@ -102,8 +112,15 @@ const lastWrite = performance.now();
 const source = await treeDigest(col);
 const converged: number[] = [];
 for (let i = 0; i < followers; i++) {
-  const ok = await until(async () => same(source, await treeDigest(join(dir, `copy${i}`))), 120_000);
+  const ok = await until(async () => same(source, await treeDigest(join(dir, `copy${i}`))), 60_000);
   converged.push(ok ? performance.now() - lastWrite : Number.NaN);
+  if (!ok) {
+    const copy = await treeDigest(join(dir, `copy${i}`));
+    const diff = [...source].filter(([k, v]) => copy.get(k) !== v).map(([k]) => k);
+    console.log(
+      `follower ${i}: ${diff.length} files differ (${diff.slice(0, 5).join(', ')}), ${copy.size} vs ${source.size}`,
+    );
+  }
 }
 const latencies = procs
   .flatMap((p) =>
@@ -120,6 +137,20 @@ if (latencies.length > 0) {
     `change recorded -> follower run done (${latencies.length} samples): p50 ${pct(latencies, 50)} ms  p99 ${pct(latencies, 99)} ms  max ${latencies.at(-1)} ms`,
   );
 }
+/** CPU seconds (user + system) a process used so far (Linux /proc), or NaN. */
+async function cpuSeconds(pid: number | undefined): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100; // utime + stime in clock ticks (100/s)
+}
+const sourceCpu = await cpuSeconds(serve.child.pid);
+const followerCpu = await Promise.all(procs.map((p) => cpuSeconds(p.child.pid)));
+const meanFollower = followerCpu.reduce((a, b) => a + b, 0) / followers;
+console.log(
+  `CPU (whole run, start-up included): Source ${sourceCpu.toFixed(1)} s = ${((sourceCpu / written) * 1000).toFixed(2)} ms/change ` +
+    `(${((sourceCpu / (written * followers)) * 1000).toFixed(2)} ms per follower GET); follower mean ${meanFollower.toFixed(1)} s = ` +
+    `${((meanFollower / written) * 1000).toFixed(2)} ms/change`,
+);
 for (const p of [...procs, serve]) p.child.kill('SIGTERM');
 await new Promise((r) => setTimeout(r, 1000));
 await rm(dir, { recursive: true, force: true });

@@ -15,7 +15,9 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+// The repository root (this file runs from bench/ through tsx, or compiled from dist/bench/).
+let root = dirname(fileURLToPath(import.meta.url));
+while (!existsSync(join(root, 'package.json')) && dirname(root) !== root) root = dirname(root);
 // The compiled CLI when it has been built (what users run), else the TypeScript sources through tsx.
 const compiled = join(root, 'dist/src/cli/main.js');
 const CLI = existsSync(compiled) ? [compiled] : ['--import', 'tsx', join(root, 'src/cli/main.ts')];

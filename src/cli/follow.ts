@@ -420,7 +420,7 @@ class DirectApplier {
         if (result.hashes.md5 !== undefined) next.md5 = result.hashes.md5;
         if (result.hashes['sha-256'] !== undefined) next.sha256 = result.hashes['sha-256'];
         if (c.lastmod !== undefined) next.lastmod = c.lastmod;
-        this.#state.put(next);
+        records.push(next);
         if (rec === undefined || rec.deleted === true) r.created++;
         else r.updated++;
         r.latencies.push(Date.now() - ms);
@@ -436,12 +436,19 @@ class DirectApplier {
         r.leftOver.push(ms);
       }
     };
-    // Resources of one notification are fetched at once, up to the copy's concurrency (distinct URIs: no races).
+    // Resources of one notification are fetched at once, up to the copy's concurrency (distinct URIs: no races),
+    // and recorded together in one state transaction (a record missing after a crash only costs a re-download
+    // by the next catch-up run).
+    const records: ResourceRecord[] = [];
     const queue = [...byUri.values()];
     const workers = Array.from({ length: Math.min(queue.length, this.#options.concurrency ?? 8) }, async () => {
       for (let c = queue.shift(); c !== undefined; c = queue.shift()) await one(c);
     });
-    await Promise.all(workers);
+    try {
+      await Promise.all(workers);
+    } finally {
+      if (records.length > 0) this.#state.putMany(records);
+    }
     return r;
   }
 

@@ -4,7 +4,8 @@
  *
  * @module
  */
-import { mkdir, readdir, realpath, stat } from 'node:fs/promises';
+import type { BigIntStats } from 'node:fs';
+import { lstat, mkdir, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { ResourceSyncError } from '../core/errors.js';
 import { BlobStore } from './blobs.js';
@@ -324,6 +325,13 @@ class DirectorySourceImpl implements DirectorySource {
     const rel = requestRelativePath(this.baseUrl, pathname);
     if (rel === undefined || this.#ctx.setOf(rel) === undefined) return undefined;
     const abs = join(this.root, rel);
+    // Fast path (no realpath): a regular file, not a symlink, in the root directory itself (which is real).
+    // Anything else takes the checks below.
+    if (!rel.includes('/')) {
+      const lst = await lstat(abs, { bigint: true }).catch(() => undefined);
+      if (lst?.isFile() === true && isSafeRelativePath(rel) && !this.#ctx.exclude.some((x) => abs === x))
+        return this.#resourceFile(rel, abs, lst);
+    }
     let real: string;
     try {
       real = await realpath(abs);
@@ -341,6 +349,11 @@ class DirectorySourceImpl implements DirectorySource {
     if (this.#ctx.exclude.some((x) => real === x || real.startsWith(`${x}/`))) return undefined;
     const st = await stat(real, { bigint: true }).catch(() => undefined);
     if (st === undefined || !st.isFile()) return undefined;
+    return this.#resourceFile(rel, real, st);
+  }
+
+  /** The {@link SiteFile} of a checked collection file, recorded first when it changed since the inventory. */
+  async #resourceFile(rel: string, real: string, st: BigIntStats): Promise<SiteFile | undefined> {
     let rec = await this.store.getResource(rel);
     if (rec === undefined || !sameFileState(rec.fileId, st)) {
       await this.scanPaths([rel]);
