@@ -56,14 +56,17 @@ try {
   peak = before;
   const source = await Source.open({ store, baseUrl: 'http://localhost/', siteDir: join(work, 'site') });
   t = performance.now();
+  const cpu0 = process.cpuUsage();
   const doc = await source.document('/resourcesync/default/resourcelist.xml');
   const genMs = performance.now() - t;
+  const cpu = process.cpuUsage(cpu0);
+  const cpuMs = (cpu.user + cpu.system) / 1000;
   const parts = Math.ceil(total / 50_000);
   const partSize = (await stat(join(work, 'site', 'resourcesync', 'default', 'resourcelist-0001.xml'))).size;
   process.stdout.write(
     `resource list index + ${parts} parts generated in ${(genMs / 1000).toFixed(1)} s ` +
       `(${((total / genMs) * 1000).toFixed(0)} entries/s; a part is ${mb(partSize)}; index ${doc?.length} B); ` +
-      `peak RSS ${mb(peak)}\n`,
+      `peak RSS ${mb(peak)}; CPU ${(cpuMs / 1000).toFixed(1)} s (load ${(await import('node:os')).loadavg()[0]!.toFixed(1)})\n`,
   );
   t = performance.now();
   for (let i = 0; i < 100; i++)

@@ -146,7 +146,7 @@ interface ListSpec {
   readonly indexKind: 'resource-list-index' | 'resource-dump-index' | 'change-dump-index';
   /** Number of entries (known up front from the snapshot). */
   readonly count: number;
-  readonly entries: AsyncIterator<Entry> | Iterable<Entry>;
+  readonly entries: AsyncIterator<Entry> | Iterable<Entry> | AsyncIterable<Entry>;
   /** Root `rs:md` of the list (and of each part) without capability. */
   readonly md: Metadata;
   /** Root `rs:md` of the index, when different. */
@@ -166,7 +166,7 @@ async function writeListOrIndex(ctx: GenerationContext, spec: ListSpec): Promise
   const result = await writeSplitDocuments({
     header: header(spec.kind, spec.md, [up]),
     ...(spec.indexMd === undefined ? {} : { indexHeader: header(spec.indexKind, spec.indexMd, [up]) }),
-    entries: isIterable(spec.entries) ? spec.entries : iterate(spec.entries),
+    entries: isIterable(spec.entries) ? spec.entries : iterate(spec.entries as AsyncIterator<Entry>),
     dir: l.setDir(spec.setName),
     baseUrl: l.url(spec.setName, ''),
     name: (n) => `${spec.name}-${partName(n)}.xml`,
@@ -180,8 +180,13 @@ async function writeListOrIndex(ctx: GenerationContext, spec: ListSpec): Promise
   return files;
 }
 
-function isIterable<T>(x: AsyncIterator<T> | Iterable<T>): x is Iterable<T> {
-  return typeof (x as Iterable<T>)[Symbol.iterator] === 'function';
+function isIterable<T>(x: AsyncIterator<T> | Iterable<T> | AsyncIterable<T>): x is Iterable<T> | AsyncIterable<T> {
+  return (
+    typeof (x as Iterable<T>)[Symbol.iterator] === 'function' ||
+    // An iterator (which callers may go on using after this list) is wrapped; a plain iterable is not.
+    (typeof (x as AsyncIterator<T>).next !== 'function' &&
+      typeof (x as AsyncIterable<T>)[Symbol.asyncIterator] === 'function')
+  );
 }
 
 async function* iterate<T>(it: AsyncIterator<T>): AsyncGenerator<T, void, undefined> {
@@ -220,7 +225,8 @@ export async function writeResourceList(
       indexKind: 'resource-list-index',
       count,
       // The synchronous path spares a promise per entry (3 async layers): ~2x faster for large lists.
-      entries: fast === undefined ? it! : mapYielding(fast, (r) => resourceEntry(base, r)),
+      entries:
+        fast === undefined ? it! : { [Symbol.asyncIterator]: () => mapYielding(fast, (r) => resourceEntry(base, r)) },
       md: { at, completed },
       setName,
       name: 'resourcelist',
