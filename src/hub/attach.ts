@@ -124,9 +124,17 @@ export function attachSourceNotifications(options: SourceNotificationsOptions): 
     return false;
   });
   let closed = false;
+  // Someone to tell: a client on the set's framework channel, a subscriber of its framework topic on our hub, or
+  // an external hub (whose subscribers we cannot see).
+  const hasAudience = (setName: string): boolean => {
+    const u = notifier.urls(setName);
+    if (external !== undefined) return true;
+    if ((notifier.channels?.channel(new URL(u.frameworkChannel).pathname)?.clients ?? 0) > 0) return true;
+    return hub !== undefined && hub.subscriptions(u.frameworkTopic).length > 0;
+  };
   const announce =
     options.site.onDocuments !== undefined
-      ? createFrameworkPublisher(options, notifier, () => closed)
+      ? createFrameworkPublisher(options, notifier, () => closed, hasAudience)
       : createFrameworkAnnouncer(options, notifier, () => closed);
   const stop = options.site.onChange((changes) => {
     notifier.notifyChanges(changes);
@@ -157,13 +165,15 @@ const FRAMEWORK_COALESCE_MS = 20;
  * notification per set per `frameworkIntervalMs` (so at most one entry per document), the first after
  * {@link FRAMEWORK_COALESCE_MS}. Within a window, a document `created` then `updated` stays `created`, and a
  * `deleted` wins. Source Description events, and Capability Lists created or deleted, go to every set's channel.
- * After changes of a set, its Change List is asked for (which regenerates it when stale), at most once per interval.
+ * After changes of a set, its Change List is asked for (which regenerates it when stale), at most once per interval,
+ * when the set's framework notifications have an audience (`hasAudience`).
  * Memory: pending entries per set, at most one per document.
  */
 function createFrameworkPublisher(
   options: SourceNotificationsOptions,
   notifier: SourceNotifier,
   isClosed: () => boolean,
+  hasAudience: (setName: string) => boolean,
 ): ((setName: string) => void) & { cancel(): void } {
   const site = options.site;
   const interval = options.frameworkIntervalMs ?? 1000;
@@ -215,7 +225,8 @@ function createFrameworkPublisher(
   });
   const refresh = (setName: string): void => {
     refreshTimers.delete(setName);
-    if (isClosed() || site.document === undefined) return;
+    // Regenerating the open Change List after every burst costs the Source: only when someone listens.
+    if (isClosed() || site.document === undefined || !hasAudience(setName)) return;
     lastRefresh.set(setName, Date.now());
     site.document(new URL(notifier.urls(setName).changeList).pathname).catch((e: unknown) => {
       onError(`framework notification for set ${setName}: ${(e as Error).message}`, e);
