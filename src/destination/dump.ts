@@ -147,7 +147,7 @@ export interface OpenPackageOptions {
 /**
  * A dump package opened for random access.
  * Memory: one small record per file in the package (the central directory), plus one open stream at a time
- * per caller.
+ * per caller, plus the read caches: 256 KiB read ahead for yauzl and 8 blocks of 256 KiB for small files.
  *
  * @example
  * ```ts
