@@ -69,6 +69,34 @@ function header(kind: DocumentKind, md: Metadata, links: Link[]): DocumentHeader
   return createHeader(kind, md, links);
 }
 
+const DAY_MS = 86_400_000;
+/** `YYYY-MM-DDT` of recent days (bounded: cleared past 4,096 days). */
+const dayPrefixes = new Map<number, string>();
+const two = (n: number): string => (n < 10 ? `0${n}` : `${n}`);
+
+/**
+ * {@link formatDatetime} for the hot path of a list: the same text, the date part cached per day, the time
+ * of day from arithmetic (no Date object a call). Falls back to formatDatetime outside 1970–9999.
+ */
+export function formatDatetimeFast(ms: number): string {
+  if (!Number.isSafeInteger(ms) || ms < 0 || ms >= 253_402_300_800_000) return formatDatetime(ms);
+  const day = Math.floor(ms / DAY_MS);
+  let prefix = dayPrefixes.get(day);
+  if (prefix === undefined) {
+    if (dayPrefixes.size >= 4096) dayPrefixes.clear();
+    prefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
+    dayPrefixes.set(day, prefix);
+  }
+  let rest = ms - day * DAY_MS;
+  const frac = rest % 1000;
+  rest = (rest - frac) / 1000;
+  const sec = rest % 60;
+  rest = (rest - sec) / 60;
+  const min = rest % 60;
+  const text = `${prefix}${two((rest - min) / 60)}:${two(min)}:${two(sec)}`;
+  return frac === 0 ? `${text}Z` : `${text}.${frac < 10 ? '00' : frac < 100 ? '0' : ''}${frac}Z`;
+}
+
 /** A relative path that percent-encoding leaves as it is (what `encodeURIComponent` keeps, and `/`). */
 const PLAIN_PATH = /^[A-Za-z0-9\-_.!~*'()/]*$/;
 
@@ -80,7 +108,7 @@ export function resourceEntry(base: URL, r: ResourceRecord, path?: string): Entr
   if (r.type !== undefined) md.type = r.type;
   if (path !== undefined) md.path = path;
   const loc = PLAIN_PATH.test(r.uri) ? base.href + r.uri : resourceUrl(base, r.uri);
-  return { element: 'url', loc, lastmod: formatDatetime(r.lastmodMs), md, links: [] };
+  return { element: 'url', loc, lastmod: formatDatetimeFast(r.lastmodMs), md, links: [] };
 }
 
 /** The entry of a change in a Change List (§12.1) or a Change Dump Manifest (§13.2: with `path`). */
