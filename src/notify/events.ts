@@ -131,4 +131,17 @@ export class EventQueue {
       this.#waiter = resolve;
     });
   }
+
+  /**
+   * The queue as an async iterator, for the `events()` of the channel client and the WebSub subscriber.
+   * Leaving a `for await` early (`return()`) does not close the queue: the owner's `close()` does.
+   */
+  iterator(): AsyncIterableIterator<NotificationEvent> {
+    const it: AsyncIterableIterator<NotificationEvent> = {
+      next: () => this.next(),
+      return: async () => ({ value: undefined, done: true }),
+      [Symbol.asyncIterator]: () => it,
+    };
+    return it;
+  }
 }

@@ -94,13 +94,7 @@ export class ChannelClient {
 
   /** Connections, notifications, disconnections and refusals, in order, until `close()`. */
   events(): AsyncIterableIterator<NotificationEvent> {
-    const queue = this.#queue;
-    const it: AsyncIterableIterator<NotificationEvent> = {
-      next: () => queue.next(),
-      return: async () => ({ value: undefined, done: true }),
-      [Symbol.asyncIterator]: () => it,
-    };
-    return it;
+    return this.#queue.iterator();
   }
 
   /** Closes the connection (1000) and stops reconnecting; the event iteration ends. */

@@ -169,13 +169,7 @@ export class WebSubSubscriber {
 
   /** Notifications, (re)subscriptions and refusals, in arrival order, until `close()`. */
   events(): AsyncIterableIterator<NotificationEvent> {
-    const queue = this.#queue;
-    const it: AsyncIterableIterator<NotificationEvent> = {
-      next: () => queue.next(),
-      return: async () => ({ value: undefined, done: true }),
-      [Symbol.asyncIterator]: () => it,
-    };
-    return it;
+    return this.#queue.iterator();
   }
 
   /** Stops renewing and listening (the subscription at the hub lapses with its lease). */
