@@ -71,15 +71,7 @@ export async function validatePackage(
     pkg = await DumpPackage.open(file, { url: source, removeOnClose: false });
   } catch (e) {
     if (!(e instanceof ResourceSyncError)) throw e;
-    return {
-      kind: 'unknown',
-      entries: 0,
-      issues: [issueFromError(e)],
-      errors: 1,
-      warnings: 0,
-      suppressed: 0,
-      valid: false,
-    };
+    return unreadablePackage(e);
   }
   try {
     let manifest: Awaited<ReturnType<DumpPackage['openManifest']>>;
@@ -87,15 +79,7 @@ export async function validatePackage(
       manifest = await pkg.openManifest();
     } catch (e) {
       if (!(e instanceof ResourceSyncError)) throw e;
-      return {
-        kind: 'unknown',
-        entries: 0,
-        issues: [issueFromError(e)],
-        errors: 1,
-        warnings: 0,
-        suppressed: 0,
-        valid: false,
-      };
+      return unreadablePackage(e);
     }
     const v = createValidator(manifest.header, options);
     for (const issue of options.onManifest?.(manifest.header) ?? []) v.report(issue);
@@ -210,4 +194,17 @@ export async function spoolToTempFile(
     throw e;
   }
   return { file, remove };
+}
+
+/** The result for a package that cannot be opened or whose manifest cannot be read: one error issue. */
+function unreadablePackage(e: ResourceSyncError): ValidationResult {
+  return {
+    kind: 'unknown',
+    entries: 0,
+    issues: [issueFromError(e)],
+    errors: 1,
+    warnings: 0,
+    suppressed: 0,
+    valid: false,
+  };
 }

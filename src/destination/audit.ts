@@ -6,8 +6,6 @@
  *
  * @module
  */
-import { opendir } from 'node:fs/promises';
-import { join } from 'node:path';
 import { parseDatetime } from '../core/datetime.js';
 import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
 import type { Entry } from '../core/model.js';
@@ -15,7 +13,7 @@ import { type SyncContext, describeError, hashLocal, regularFileSize } from './c
 import { openExpected, openListTree, readChangeListIndex } from './documents.js';
 import type { AuditCounts } from './events.js';
 import { isInstallTempName } from './install.js';
-import { STATE_DIR_NAME } from './paths.js';
+import { walkLocalFiles } from './sweep.js';
 import {
   ChangeCoalescer,
   type ExpectedContent,
@@ -76,34 +74,13 @@ export async function runAudit(ctx: SyncContext, sources: AuditSources): Promise
     }
   }
   // Local files the Source does not have: the tree on disk is the copy (recorded or not, e.g. put by hand).
-  await walkFiles(ctx.options.dir, (file) => {
+  await walkLocalFiles(ctx.options.dir, (file, name) => {
+    if (isInstallTempName(name)) return;
     const uri = ctx.mapper.toUri(file);
     if (uri !== undefined && seen.has(uri)) return;
     note('extra', uri ?? file);
   });
   return audit;
-}
-
-/**
- * Calls `fn` for every regular file under `root` (absolute paths), skipping the state directory, install
- * temporary files and symbolic links. Memory: one directory handle per level.
- */
-async function walkFiles(root: string, fn: (file: string) => void): Promise<void> {
-  async function walk(dir: string, top: boolean): Promise<void> {
-    let handle: Awaited<ReturnType<typeof opendir>>;
-    try {
-      handle = await opendir(dir);
-    } catch {
-      return;
-    }
-    for await (const d of handle) {
-      if (top && d.name === STATE_DIR_NAME) continue;
-      const p = join(dir, d.name);
-      if (d.isDirectory()) await walk(p, false);
-      else if (d.isFile() && !isInstallTempName(d.name)) fn(p);
-    }
-  }
-  await walk(root, true);
 }
 
 async function compareOne(

@@ -103,32 +103,50 @@ export async function downloadSmall(
   }, retryOptions);
 }
 
+/** Creates `tmp` and writes all of `body` to it; returns the open descriptor. */
+function createAndWriteSync(tmp: string, body: Uint8Array): number {
+  const fd = openSync(tmp, 'wx', 0o644);
+  try {
+    let off = 0;
+    while (off < body.byteLength) off += writeSync(fd, body, off, body.byteLength - off);
+  } catch (e) {
+    closeQuietly(fd);
+    throw e;
+  }
+  return fd;
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // already failing
+  }
+}
+
+/** Undoes a failed temp-file write (closes `fd` if still open, removes `tmp`) and throws RS_IO naming `target`. */
+function failSmallWrite(target: string, tmp: string, fd: number | undefined, e: unknown): never {
+  if (fd !== undefined) closeQuietly(fd);
+  try {
+    unlinkSync(tmp);
+  } catch {
+    // not created, or already renamed
+  }
+  throw new ResourceSyncError('RS_IO', `cannot write ${target}: ${(e as Error).message}`, { cause: e });
+}
+
 /** Writes `body` to a temporary file next to `target` and renames it over `target` (synchronously). */
 export function writeFileAtomicSync(target: string, body: Uint8Array, fsync: boolean): void {
   const tmp = smallTempPath(target);
   let fd: number | undefined;
   try {
-    fd = openSync(tmp, 'wx', 0o644);
-    let off = 0;
-    while (off < body.byteLength) off += writeSync(fd, body, off, body.byteLength - off);
+    fd = createAndWriteSync(tmp, body);
     if (fsync) fsyncSync(fd);
     closeSync(fd);
     fd = undefined;
     renameSync(tmp, target);
   } catch (e) {
-    if (fd !== undefined) {
-      try {
-        closeSync(fd);
-      } catch {
-        // already failing
-      }
-    }
-    try {
-      unlinkSync(tmp);
-    } catch {
-      // not created, or already renamed
-    }
-    throw new ResourceSyncError('RS_IO', `cannot write ${target}: ${(e as Error).message}`, { cause: e });
+    failSmallWrite(target, tmp, fd, e);
   }
 }
 
@@ -152,28 +170,14 @@ export async function writeSmallFile(target: string, body: Uint8Array, fsync: bo
   const tmp = smallTempPath(target);
   let fd: number | undefined;
   try {
-    fd = openSync(tmp, 'wx', 0o644);
-    let off = 0;
-    while (off < body.byteLength) off += writeSync(fd, body, off, body.byteLength - off);
+    fd = createAndWriteSync(tmp, body);
     const synced = fd;
     await new Promise<void>((resolve, reject) => fdatasync(synced, (e) => (e === null ? resolve() : reject(e))));
     closeSync(fd);
     fd = undefined;
     renameSync(tmp, target);
   } catch (e) {
-    if (fd !== undefined) {
-      try {
-        closeSync(fd);
-      } catch {
-        // already failing
-      }
-    }
-    try {
-      unlinkSync(tmp);
-    } catch {
-      // not created, or already renamed
-    }
-    throw new ResourceSyncError('RS_IO', `cannot write ${target}: ${(e as Error).message}`, { cause: e });
+    failSmallWrite(target, tmp, fd, e);
   }
 }
 
