@@ -15,6 +15,8 @@
  * @module
  */
 import { rm } from 'node:fs/promises';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { relative, resolve, sep } from 'node:path';
 import { parseDatetime } from '../core/datetime.js';
 import { type Hashes, isKnownHashAlgorithm, parseHashes } from '../core/hash.js';
@@ -27,9 +29,14 @@ import { HttpClient } from '../destination/http.js';
 import { downloadAndInstall } from '../destination/install.js';
 import { createPathMapper, type PathMapper } from '../destination/paths.js';
 import { DestinationState, type ResourceRecord } from '../destination/state.js';
-import type { NotificationEvent } from '../notify/events.js';
-import { findNotificationEndpoints, type NotificationEndpoints, noChannelError } from '../notify/follow.js';
-import { findLink } from '../notify/http-util.js';
+import { mergeEvents, type NotificationEvent } from '../notify/events.js';
+import {
+  assessFrameworkNotification,
+  findNotificationEndpoints,
+  type NotificationEndpoints,
+  noChannelError,
+} from '../notify/follow.js';
+import { backoffDelay, findLink, sleep } from '../notify/http-util.js';
 import type { ResourceChange } from '../notify/payloads.js';
 import { ChannelClient } from '../notify/websocket-client.js';
 import { WebSubSubscriber } from '../notify/websub-subscriber.js';
@@ -43,10 +50,18 @@ export interface FollowCommandOptions {
   readonly listenHost?: string;
   readonly json?: boolean;
   /**
-   * A catch-up run this long after the last run even without any notification (default 60 s; 0 = never): the
-   * safety net for notifications a hub dropped or a Source restart that WebSub subscribers cannot see.
+   * A catch-up run this long after the last run even without any notification, while no framework notification
+   * connection is up (default 60 s; 0 = never): the poll that tells a follower of new Change Lists when nothing
+   * else does, and the safety net for notifications a hub dropped or a Source restart that WebSub subscribers
+   * cannot see.
    */
   readonly catchUpIntervalMs?: number;
+  /**
+   * The same while the framework channel (or topic) is connected: framework notifications announce new and
+   * updated Change Lists, so the poll is only a long safety net (default: `catchUpIntervalMs` when that is given,
+   * else 15 min; 0 = never).
+   */
+  readonly frameworkCatchUpIntervalMs?: number;
   /**
    * Apply each notified change directly (download, verify against the notified hash and length, install,
    * record), leaving the watermark to catch-up runs (default true). false: every notification triggers an
@@ -60,11 +75,21 @@ export interface FollowCommandOptions {
   readonly warn?: (line: string) => void;
 }
 
+/** What a receiver carries: change notifications (N-§4) or framework notifications (N-§5). */
+type Transport = 'change' | 'framework';
+
 interface Receiver {
+  readonly transport: Transport;
+  /** The channel URL (WebSocket) or topic URL (WebSub): the `channel` of its events. */
   readonly channel: string;
   events(): AsyncIterableIterator<NotificationEvent>;
   close(): Promise<void>;
 }
+
+/** Default safety-net poll while framework notifications are connected (ms). */
+const FRAMEWORK_SAFETY_NET_MS = 15 * 60_000;
+/** Catch-up reasons kept for the next run's report (memory bound). */
+const MAX_REASONS = 20;
 
 function summaryLine(s: SyncSummary): Record<string, unknown> {
   return { operation: s.operation, ...s.counts, watermark: s.watermarkAfter, complete: s.complete, ms: s.elapsedMs };
@@ -130,46 +155,132 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
   else options.signal.addEventListener('abort', onSignal, { once: true });
   const client = new HttpClient(options.destination.http ?? {});
   const dest = new Destination({ ...options.destination, url, dir, client, signal: abort.signal });
-  let receiver: Receiver | undefined;
+  const receivers: Receiver[] = [];
+  let router: CallbackRouter | undefined;
   let applierRef: DirectApplier | undefined;
+  const stats = { catchUps: 0, frameworkNotifications: 0, frameworkCatchUps: 0, frameworkIgnored: 0 };
+  const stoppedEvent = (): Record<string, unknown> => ({
+    event: 'stopped',
+    transports: receivers.map((r) => r.transport),
+    ...stats,
+  });
+  const stoppedText = (): string =>
+    receivers.some((r) => r.transport === 'framework')
+      ? `stopped (${stats.frameworkNotifications} framework notifications, ${stats.frameworkCatchUps} catch-ups triggered by them)`
+      : 'stopped';
   try {
     const first = await dest.sync();
     emit({ event: 'synced', ...summaryLine(first) }, `${first.operation}: ${JSON.stringify(first.counts)}`);
     const ep = await findEndpoints(url, client, options.destination.set, abort.signal);
+    const fwLog = (m: string): void => warn(`framework notifications: ${m}`);
     if (options.callback !== undefined) {
       if (ep.hub === undefined || ep.changeTopic === undefined) throw noChannelError(ep.capabilityList);
       const cb = new URL(options.callback);
       const loopback = cb.hostname === 'localhost' || cb.hostname === '127.0.0.1' || cb.hostname === '[::1]';
-      const sub = new WebSubSubscriber({
-        hubUrl: ep.hub,
-        topicUrl: ep.changeTopic,
-        callbackUrl: cb.href,
-        path: cb.pathname,
-        port: Number(cb.port || (cb.protocol === 'https:' ? 443 : 80)),
-        host: options.listenHost ?? (loopback ? '127.0.0.1' : '0.0.0.0'),
-        onLog: warn,
-      });
-      receiver = { channel: ep.changeTopic, events: () => sub.events(), close: () => sub.close() };
-      await sub.listen();
-      await sub.subscribe();
+      const host = options.listenHost ?? (loopback ? '127.0.0.1' : '0.0.0.0');
+      const port = Number(cb.port || (cb.protocol === 'https:' ? 443 : 80));
+      const subscriber = (topicUrl: string, path: string, internal: number | undefined, log: (m: string) => void) =>
+        new WebSubSubscriber({
+          hubUrl: ep.hub!,
+          topicUrl,
+          callbackUrl: new URL(path, cb).href,
+          path,
+          // Behind the callback router: a loopback listener of its own; else the callback's port itself.
+          port: internal ?? port,
+          host: internal === undefined ? host : '127.0.0.1',
+          onLog: log,
+        });
+      if (ep.frameworkTopic === undefined) {
+        const sub = subscriber(ep.changeTopic, cb.pathname, undefined, warn);
+        receivers.push({
+          transport: 'change',
+          channel: ep.changeTopic,
+          events: () => sub.events(),
+          close: () => sub.close(),
+        });
+        await sub.listen();
+        await sub.subscribe();
+      } else {
+        // Two topics, one callback URL: the router listens there and hands each path to its subscriber.
+        const fwPath = `${cb.pathname.replace(/\/$/, '')}/framework`;
+        const [changePort, fwPort] = [await freeLoopbackPort(), await freeLoopbackPort()];
+        const sub = subscriber(ep.changeTopic, cb.pathname, changePort, warn);
+        const fw = subscriber(ep.frameworkTopic, fwPath, fwPort, fwLog);
+        receivers.push({
+          transport: 'change',
+          channel: ep.changeTopic,
+          events: () => sub.events(),
+          close: () => sub.close(),
+        });
+        receivers.push({
+          transport: 'framework',
+          channel: ep.frameworkTopic,
+          events: () => fw.events(),
+          close: () => fw.close(),
+        });
+        await sub.listen();
+        await fw.listen();
+        router = await startCallbackRouter(
+          host,
+          port,
+          new Map([
+            [cb.pathname, changePort],
+            [fwPath, fwPort],
+          ]),
+        );
+        await sub.subscribe();
+        // A framework subscription the hub refuses is not fatal: the follower polls instead, and retries.
+        void subscribeWithRetry(fw, abort.signal, fwLog);
+      }
     } else {
       if (ep.changeChannel === undefined) throw noChannelError(ep.capabilityList);
       const ws = new ChannelClient({ url: ep.changeChannel, onLog: warn });
-      receiver = { channel: ep.changeChannel, events: () => ws.events(), close: () => ws.close() };
+      receivers.push({
+        transport: 'change',
+        channel: ep.changeChannel,
+        events: () => ws.events(),
+        close: () => ws.close(),
+      });
+      if (ep.frameworkChannel !== undefined) {
+        // Same reconnection backoff as the change channel (ChannelClient defaults).
+        const fw = new ChannelClient({ url: ep.frameworkChannel, onLog: fwLog });
+        receivers.push({
+          transport: 'framework',
+          channel: ep.frameworkChannel,
+          events: () => fw.events(),
+          close: () => fw.close(),
+        });
+      }
     }
+    const framework = receivers.find((r) => r.transport === 'framework');
+    const pollMs = options.catchUpIntervalMs ?? 60_000;
+    const frameworkPollMs = options.frameworkCatchUpIntervalMs ?? options.catchUpIntervalMs ?? FRAMEWORK_SAFETY_NET_MS;
+    const channels: Record<string, string> = {};
+    for (const r of receivers) channels[r.transport] = r.channel;
     emit(
       {
         event: 'following',
-        channel: receiver.channel,
+        channel: receivers[0]!.channel,
         transport: options.callback === undefined ? 'websocket' : 'websub',
+        transports: receivers.map((r) => r.transport),
+        channels,
+        capabilityList: ep.capabilityList,
+        catchUpIntervalMs: pollMs,
+        ...(framework === undefined ? {} : { frameworkCatchUpIntervalMs: frameworkPollMs }),
       },
-      `following ${receiver.channel}`,
+      framework === undefined
+        ? `following ${receivers[0]!.channel} (change notifications); no framework notifications advertised: ` +
+            `catching up from the Change Lists every ${pollMs / 1000} s`
+        : `following ${receivers[0]!.channel} (change notifications) and ${framework.channel} (framework ` +
+            `notifications: catch-ups on new or updated Change Lists, a safety-net catch-up every ${frameworkPollMs / 1000} s)`,
     );
 
     // One worker: catch-up runs (incremental from the watermark) and direct applications of notified changes,
     // never at the same time. A catch-up is due after a (re)connection, a refusal, a change the direct path
-    // could not apply, and after `catchUpIntervalMs` without a run; triggers arriving during a run cause one more.
+    // could not apply, a framework notification about a document of this set, and after the safety-net interval
+    // without a run; triggers arriving during a run cause one more.
     let dirty = false;
+    const reasons = new Set<string>();
     const direct: (readonly ResourceChange[])[] = [];
     let running: Promise<void> | undefined;
     /** Record times (the changes' `datetime`, epoch ms) of notified changes left to the next catch-up. */
@@ -181,6 +292,11 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
         if (dirty) {
           dirty = false;
           const covered = awaiting.splice(0);
+          const why = [...reasons];
+          reasons.clear();
+          const byFramework = why.some((r) => r.startsWith('framework:'));
+          stats.catchUps++;
+          if (byFramework) stats.frameworkCatchUps++;
           try {
             const s = await dest.incremental();
             const now = Date.now();
@@ -189,10 +305,17 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
               // From each notified change being recorded at the Source to the end of the run that applied it.
               const recordToAppliedMs = covered.slice(0, 1000).map((t) => now - t);
               emit(
-                { event: 'applied', ...summaryLine(s), ...(covered.length > 0 ? { recordToAppliedMs } : {}) },
+                {
+                  event: 'applied',
+                  ...summaryLine(s),
+                  reasons: why,
+                  ...(covered.length > 0 ? { recordToAppliedMs } : {}),
+                },
                 `applied: ${JSON.stringify(s.counts)}`,
               );
             }
+            if (options.json === true) write(JSON.stringify({ event: 'caught-up', reasons: why, ...summaryLine(s) }));
+            else if (byFramework) write(`caught up after a framework notification: ${JSON.stringify(s.counts)}`);
           } catch (e) {
             if (abort.signal.aborted) break;
             warn(`incremental run failed: ${e instanceof Error ? e.message : String(e)}`);
@@ -203,7 +326,7 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
         try {
           const r = await applier!.apply(batch, abort.signal);
           if (r.leftOver.length > 0) {
-            dirty = true;
+            markDirty('changes left over by the direct path');
             awaiting.push(...r.leftOver.slice(0, 10_000 - awaiting.length));
           }
           if (r.created + r.updated + r.deleted > 0) {
@@ -224,27 +347,39 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
         } catch (e) {
           if (abort.signal.aborted) break;
           warn(`applying a notification failed: ${e instanceof Error ? e.message : String(e)}; catching up`);
-          dirty = true;
+          markDirty('a notification could not be applied');
         }
       }
     };
-    const catchUpMs = options.catchUpIntervalMs ?? 60_000;
+    // The safety net: a catch-up after the current interval without a run. Long while the framework connection is
+    // up (framework notifications announce new Change Lists), short otherwise.
+    let frameworkUp = false;
     let safetyNet: NodeJS.Timeout | undefined;
+    const armSafetyNet = (): void => {
+      clearTimeout(safetyNet);
+      safetyNet = undefined;
+      const ms = frameworkUp ? frameworkPollMs : pollMs;
+      if (ms <= 0 || abort.signal.aborted) return;
+      safetyNet = setTimeout(() => trigger('safety net'), ms);
+      safetyNet.unref();
+    };
     const schedule = (): void => {
       running ??= runLoop().finally(() => {
         running = undefined;
-        if (catchUpMs > 0 && !abort.signal.aborted) {
-          clearTimeout(safetyNet);
-          safetyNet = setTimeout(trigger, catchUpMs);
-          safetyNet.unref();
-        }
+        armSafetyNet();
       });
     };
-    const trigger = (): void => {
+    const markDirty = (reason: string): void => {
       dirty = true;
+      if (reasons.size < MAX_REASONS) reasons.add(reason);
+    };
+    const trigger = (reason: string): void => {
+      markDirty(reason);
       schedule();
     };
-    const it = receiver.events();
+    const transportOf = (e: NotificationEvent): Transport =>
+      framework !== undefined && e.channel === framework.channel ? 'framework' : 'change';
+    const it = mergeEvents(receivers.map((r) => r.events()));
     const stopped = new Promise<IteratorResult<NotificationEvent>>((resolve) => {
       abort.signal.addEventListener('abort', () => resolve({ value: undefined, done: true }), { once: true });
     });
@@ -252,41 +387,84 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
       const r = await Promise.race([it.next(), stopped]);
       if (r.done === true) break;
       const e = r.value;
+      const transport = transportOf(e);
       if (e.type === 'notification') {
-        if (e.notification.kind !== 'change-notification') continue; // capability documents: nothing to poll
+        const n = e.notification;
+        if (n.kind === 'framework-notification') {
+          stats.frameworkNotifications++;
+          const verdict = assessFrameworkNotification(n, ep.capabilityList);
+          const documents = n.changes
+            .slice(0, 100)
+            .map((c) => ({ capability: c.capability, change: c.change, uri: c.uri }));
+          if (verdict.action === 'ignore') stats.frameworkIgnored++;
+          emit(
+            { event: 'framework', action: verdict.action, reason: verdict.reason, documents },
+            `framework notification: ${verdict.reason}: ${verdict.action === 'catch-up' ? 'catching up' : verdict.action === 'ignore' ? 'ignored' : 'set deleted'}`,
+          );
+          if (verdict.action === 'catch-up') trigger(`framework: ${verdict.reason}`);
+          else if (verdict.action === 'set-deleted') {
+            // The copy is kept as it is and the follower stays connected: a Source that re-creates the set
+            // announces its Capability List `created`, which resumes catch-ups; meanwhile runs (safety net,
+            // reconnections) fail with a warning each.
+            emit(
+              { event: 'set-deleted', capabilityList: ep.capabilityList },
+              `the Source deleted the Capability List ${ep.capabilityList}`,
+            );
+            warn(
+              `the Source deleted the Capability List ${ep.capabilityList}: the local copy is kept as it is; still ` +
+                'following (a re-created Capability List resumes catch-ups); stop with Ctrl-C',
+            );
+          }
+          continue;
+        }
         if (applier !== undefined) {
           if (direct.length >= 1000) {
             // Too far behind to apply one by one (memory bound): one catch-up run covers them all.
             direct.length = 0;
-            trigger();
+            trigger('too many notifications queued');
             continue;
           }
-          direct.push(e.notification.changes);
+          direct.push(n.changes);
           schedule();
           continue;
         }
-        for (const c of e.notification.changes) {
+        for (const c of n.changes) {
           const t = c.datetime === undefined ? undefined : parseDatetime(c.datetime)?.ms;
           if (t !== undefined && awaiting.length < 10_000) awaiting.push(t);
         }
+        trigger('change notification');
+      } else if (e.type === 'disconnected') {
+        emit(
+          { event: 'disconnected', transport, reason: e.reason },
+          `disconnected (${transport} notifications): ${e.reason}`,
+        );
+        if (transport === 'framework' && frameworkUp) {
+          // Framework notifications may be missed meanwhile: back to the short poll until reconnected.
+          frameworkUp = false;
+          if (running === undefined) armSafetyNet();
+        }
+      } else if (e.type === 'refused') {
+        emit(
+          { event: 'refused', transport, reason: e.reason },
+          `notification refused (${transport}, ${e.reason}): catching up`,
+        );
+        trigger(`refused (${transport}, ${e.reason})`);
+      } else {
+        if (e.reconnect)
+          emit({ event: 'reconnected', transport }, `reconnected (${transport} notifications): catching up`);
+        else emit({ event: 'connected', transport, channel: e.channel }, `connected (${transport} notifications)`);
+        if (transport === 'framework') frameworkUp = true;
+        trigger(`${e.reconnect ? 'reconnected' : 'connected'}: ${transport}`);
       }
-      if (e.type === 'disconnected') emit({ event: 'disconnected', reason: e.reason }, `disconnected: ${e.reason}`);
-      else if (e.type === 'refused')
-        emit({ event: 'refused', reason: e.reason }, `notification refused (${e.reason}): catching up`);
-      else if (e.type === 'connected') {
-        if (e.reconnect) emit({ event: 'reconnected' }, 'reconnected: catching up');
-        else emit({ event: 'connected' }, 'connected');
-      }
-      if (e.type !== 'disconnected') trigger();
     }
     clearTimeout(safetyNet);
     await running;
     clearTimeout(safetyNet);
-    emit({ event: 'stopped' }, 'stopped');
+    emit(stoppedEvent(), stoppedText());
     return EXIT.OK;
   } catch (e) {
     if (abort.signal.aborted && isResourceSyncError(e, 'RS_ABORTED')) {
-      emit({ event: 'stopped' }, 'stopped');
+      emit(stoppedEvent(), stoppedText());
       return EXIT.OK;
     }
     if (isResourceSyncError(e)) {
@@ -297,9 +475,104 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
-    await receiver?.close();
+    await Promise.all(receivers.map((r) => r.close()));
+    await router?.close();
     applierRef?.close();
     await client.close();
+  }
+}
+
+/** A free TCP port on the loopback interface (for a listener behind {@link startCallbackRouter}). */
+async function freeLoopbackPort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((resolve, reject) => {
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => resolve());
+  });
+  const { port } = s.address() as AddressInfo;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
+}
+
+interface CallbackRouter {
+  close(): Promise<void>;
+}
+
+/**
+ * One public WebSub callback listener for several subscribers (the change and framework topics share the
+ * `--callback` URL's port): a request whose path is a key of `routes` is passed, streamed both ways, to the
+ * subscriber's own listener on that loopback port; anything else is 404. Memory bound: streamed (socket buffers).
+ */
+async function startCallbackRouter(
+  host: string,
+  port: number,
+  routes: ReadonlyMap<string, number>,
+): Promise<CallbackRouter> {
+  const server: Server = createServer((req, res) => {
+    let path: string;
+    try {
+      path = new URL(req.url ?? '/', 'http://callback.invalid').pathname;
+    } catch {
+      path = '';
+    }
+    const target = routes.get(path);
+    if (target === undefined) {
+      res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('not found');
+      return;
+    }
+    const up = httpRequest(
+      { host: '127.0.0.1', port: target, method: req.method, path: req.url, headers: req.headers, timeout: 30_000 },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    up.on('timeout', () => up.destroy(new Error('timeout')));
+    up.on('error', () => {
+      if (!res.headersSent) res.writeHead(502);
+      res.end();
+    });
+    req.pipe(up);
+  });
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return {
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/**
+ * Subscribes until the hub verifies (backoff 1 s → 60 s, as lease renewals), or until `signal` aborts or the
+ * subscriber is closed. Failures are logged; the follower meanwhile polls at the short interval.
+ */
+async function subscribeWithRetry(
+  sub: WebSubSubscriber,
+  signal: AbortSignal,
+  log: (message: string) => void,
+): Promise<void> {
+  for (let attempt = 0; !signal.aborted; attempt++) {
+    try {
+      await sub.subscribe();
+      return;
+    } catch (e) {
+      if (signal.aborted || isResourceSyncError(e, 'RS_ABORTED')) return;
+      const retryInMs = backoffDelay(attempt, 1000, 60_000);
+      log(
+        `subscription to ${sub.topicUrl} failed: ${e instanceof Error ? e.message : String(e)}; retrying in ${retryInMs} ms`,
+      );
+      try {
+        await sleep(retryInMs, signal, true);
+      } catch {
+        return;
+      }
+    }
   }
 }
 

@@ -145,3 +145,44 @@ export class EventQueue {
     return it;
   }
 }
+
+/**
+ * Several receivers' events as one iteration (e.g. a follower's change and framework channels): each receiver's
+ * own order is kept, events of different receivers interleave in arrival order, and the iteration ends once every
+ * source ended (their owners' `close()`). Memory bound: about half of `maxItems` events here; while this queue is
+ * above half its bound the pumps stop pulling, so the receivers' own bounded queues (and their socket pausing) take
+ * over. A source that throws simply ends.
+ */
+export function mergeEvents(
+  sources: readonly AsyncIterable<NotificationEvent>[],
+  maxItems = 10_000,
+): AsyncIterableIterator<NotificationEvent> {
+  const queue = new EventQueue('merged', maxItems);
+  let gate: Promise<void> | undefined;
+  let open: (() => void) | undefined;
+  queue.onHigh = () => {
+    gate = new Promise((resolve) => (open = resolve));
+  };
+  queue.onDrain = () => {
+    open?.();
+    gate = undefined;
+    open = undefined;
+  };
+  let live = sources.length;
+  if (live === 0) queue.close();
+  for (const source of sources) {
+    void (async () => {
+      try {
+        for await (const e of source) {
+          queue.push(e);
+          if (gate !== undefined) await gate;
+        }
+      } catch {
+        // a receiver's iterator does not throw; one that does simply ends
+      } finally {
+        if (--live === 0) queue.close();
+      }
+    })();
+  }
+  return queue.iterator();
+}
