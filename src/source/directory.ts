@@ -4,7 +4,15 @@
  *
  * @module
  */
-import type { BigIntStats } from 'node:fs';
+import {
+  type BigIntStats,
+  closeSync,
+  constants as fsConstants,
+  fstatSync,
+  openSync,
+  readlinkSync,
+  readSync,
+} from 'node:fs';
 import { lstat, mkdir, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { ResourceSyncError } from '../core/errors.js';
@@ -21,7 +29,7 @@ import {
   type SourceOptions,
 } from './source.js';
 import { openSqliteStore } from './sqlite-store.js';
-import type { ChangeInput, SourceStore } from './store.js';
+import type { ChangeInput, ResourceRecord, SourceStore } from './store.js';
 import { startWatching, type WatchHandle } from './watch.js';
 
 /** A set of resources (one Capability List). */
@@ -227,6 +235,24 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
   }
 }
 
+/** Collection files up to this size are read whole when they are looked up through {@link DirectorySourceImpl.resource}. */
+const SMALL_FILE_BYTES = 64 * 1024;
+/** Read-only, no final symlink followed, no blocking open of a FIFO (O_NONBLOCK has no effect on regular files). */
+const OPEN_CHECKED_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK;
+
+/** The {@link SiteFile} of a stored collection file found at `path` (with its bytes when they were read). */
+function siteFileOf(rec: ResourceRecord, path: string, data: Buffer | undefined): SiteFile {
+  const sha = rec.hashes['sha-256'] ?? rec.hashes.md5 ?? rec.fileId ?? '';
+  const file = {
+    path,
+    contentType: rec.type ?? 'application/octet-stream',
+    length: rec.length,
+    etag: `"${sha}"`,
+    lastModified: new Date(rec.lastmodMs),
+  };
+  return data === undefined ? file : { ...file, data };
+}
+
 class DirectorySourceImpl implements DirectorySource {
   readonly source: Source;
   readonly store: SourceStore;
@@ -325,6 +351,8 @@ class DirectorySourceImpl implements DirectorySource {
     const rel = requestRelativePath(this.baseUrl, pathname);
     if (rel === undefined || this.#ctx.setOf(rel) === undefined) return undefined;
     const abs = join(this.root, rel);
+    const checked = await this.#openChecked(rel, abs);
+    if (checked !== undefined) return checked;
     // Fast path (no realpath): a regular file, not a symlink, in the root directory itself (which is real).
     // Anything else takes the checks below.
     if (!rel.includes('/')) {
@@ -352,6 +380,61 @@ class DirectorySourceImpl implements DirectorySource {
     return this.#resourceFile(rel, real, st);
   }
 
+  /**
+   * The common case in a few synchronous system calls (and one store lookup), no realpath: opens `abs` without following a final
+   * symlink (and without blocking on a FIFO), then asks the kernel for the path of what it opened
+   * (`/proc/self/fd/N`). When that is exactly `abs` (the root is real and `rel` has no dot segments), no symlink
+   * was followed anywhere on the way and the file is the collection file `rel`: the same answer the realpath
+   * checks give, decided on the very descriptor that is read, so a symlink created later is never followed (it
+   * fails the open or the path comparison, and the realpath checks then refuse it). The identity (size, mtime,
+   * inode) comes from the same descriptor and must match the inventory. A small file is read whole from that
+   * descriptor ({@link SiteFile.data}). Undefined means "not decided here" (a symlink, a file that changed since
+   * it was recorded, no `/proc`, any error): the caller runs the full checks.
+   */
+  async #openChecked(rel: string, abs: string): Promise<SiteFile | undefined> {
+    if (!this.#procFd) return undefined;
+    let fd: number;
+    try {
+      fd = openSync(abs, OPEN_CHECKED_FLAGS);
+    } catch {
+      return undefined;
+    }
+    try {
+      const st = fstatSync(fd, { bigint: true });
+      if (!st.isFile()) return undefined;
+      let opened: string;
+      try {
+        opened = readlinkSync(`/proc/self/fd/${fd}`);
+      } catch (e) {
+        // Not Linux (or /proc not mounted): always take the realpath checks.
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT') this.#procFd = false;
+        return undefined;
+      }
+      if (opened !== abs) return undefined;
+      if (this.#ctx.exclude.some((x) => abs === x || abs.startsWith(`${x}/`))) return undefined;
+      const rec = await this.store.getResource(rel);
+      if (rec === undefined || !sameFileState(rec.fileId, st)) return undefined;
+      let data: Buffer | undefined;
+      if (rec.length <= SMALL_FILE_BYTES) {
+        data = Buffer.allocUnsafe(rec.length);
+        let at = 0;
+        while (at < rec.length) {
+          const n = readSync(fd, data, at, rec.length - at, at);
+          if (n === 0) return undefined; // shrank since the fstat: the full path looks again
+          at += n;
+        }
+      }
+      return siteFileOf(rec, abs, data);
+    } catch {
+      return undefined;
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  /** False once `/proc/self/fd` turned out not to exist (the synchronous fast path is then never tried). */
+  #procFd = true;
+
   /** The {@link SiteFile} of a checked collection file, recorded first when it changed since the inventory. */
   async #resourceFile(rel: string, real: string, st: BigIntStats): Promise<SiteFile | undefined> {
     let rec = await this.store.getResource(rel);
@@ -360,14 +443,7 @@ class DirectorySourceImpl implements DirectorySource {
       rec = await this.store.getResource(rel);
       if (rec === undefined) return undefined;
     }
-    const sha = rec.hashes['sha-256'] ?? rec.hashes.md5 ?? rec.fileId ?? '';
-    return {
-      path: real,
-      contentType: rec.type ?? 'application/octet-stream',
-      length: rec.length,
-      etag: `"${sha}"`,
-      lastModified: new Date(rec.lastmodMs),
-    };
+    return siteFileOf(rec, real, undefined);
   }
 
   capabilityListUrl(pathname: string): string | undefined {

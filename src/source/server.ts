@@ -346,6 +346,11 @@ export function createSourceServer(
      */
     const openFile = async (): Promise<Opened | 'gone' | 'changed'> => {
       if (opened !== undefined) return opened;
+      if (file.data !== undefined && file.data.length === file.length) {
+        // Read by the Source from the descriptor it checked.
+        opened = { data: file.data };
+        return opened;
+      }
       try {
         if (file.length <= SMALL_BODY_BYTES) {
           const data = readSmallFile(file.path, file.length);

@@ -52,6 +52,12 @@ export interface SiteFile {
   /** Strong ETag, quoted, from the stored hash or the file's identity (never computed per request). */
   readonly etag: string;
   readonly lastModified: Date;
+  /**
+   * The whole content, when the Source already read it while checking the file (small collection files, read
+   * from the very descriptor whose identity matched the store): the server sends these bytes instead of
+   * opening {@link path}. Always {@link length} bytes.
+   */
+  readonly data?: Buffer;
 }
 
 /** A change as reported to listeners. `uri` is the resource's absolute URL. */

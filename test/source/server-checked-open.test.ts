@@ -1,0 +1,170 @@
+// The resource fast path of the directory Source (one checked open: O_NOFOLLOW, the descriptor's path from
+// /proc/self/fd, its identity against the store, the bytes read from it): a file served once and then changed,
+// replaced, removed, turned into a symlink, or reached through a directory turned into a symlink, is served as
+// it is now, or refused; never the old bytes, never anything outside the collection.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdir, mkdtemp, rename, rm, symlink, utimes, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { type DirectorySource, openDirectorySource } from '../../src/source/index.js';
+import { createSourceServer, type SourceServer } from '../../src/source/server.js';
+import { fetchRaw, openFdCount } from './server-helpers.js';
+
+const SECRET = 'TOP-SECRET-OUTSIDE-THE-COLLECTION';
+let root = '';
+let dir = '';
+let site: DirectorySource;
+let server: SourceServer;
+let port = 0;
+const errors: unknown[] = [];
+
+/** Sets a file's mtime to a distinct second, so that a rewrite is seen even within one timestamp tick. */
+let tick = 1_700_000_000;
+async function touch(path: string): Promise<void> {
+  tick += 10;
+  await utimes(path, tick, tick);
+}
+
+async function put(rel: string, content: string | Buffer): Promise<void> {
+  await mkdir(join(dir, rel, '..'), { recursive: true });
+  await writeFile(join(dir, rel), content);
+  await touch(join(dir, rel));
+}
+
+before(async () => {
+  root = await mkdtemp(join(tmpdir(), 'rs-checked-open-'));
+  dir = join(root, 'collection');
+  await mkdir(join(root, 'outside', 'd'), { recursive: true });
+  await writeFile(join(root, 'outside', 'secret.txt'), SECRET);
+  for (const name of ['same.txt', 'longer.txt', 'renamed.txt', 'gone.txt', 'to-escape.txt', 'to-inside.txt'])
+    await put(name, `first ${name}\n`);
+  await put('d/file.txt', 'inside d\n');
+  await put('e/file.txt', 'inside e\n');
+  await put('target.txt', 'the target\n');
+  await put('big.bin', Buffer.alloc(100_000, 7));
+  await writeFile(join(root, 'outside', 'd', 'file.txt'), SECRET);
+  site = await openDirectorySource({ dir, baseUrl: 'http://example.test/', stateDir: join(root, 'state') });
+  server = createSourceServer(site, { onError: (e) => errors.push(e) });
+  port = (await server.listen(0, '127.0.0.1')).port;
+});
+
+after(async () => {
+  await server?.close();
+  await site?.close();
+  await rm(root, { recursive: true, force: true });
+});
+
+async function get(path: string): Promise<{ status: number; body: string; etag: string | undefined }> {
+  const r = await fetchRaw(port, path);
+  return { status: r.status, body: r.body.toString(), etag: r.headers.etag };
+}
+
+describe('resource lookup by a checked open', () => {
+  it('gives the bytes it read with the SiteFile of a small file, none for a large one', async () => {
+    const small = await site.resource('/same.txt');
+    assert.equal(small?.data?.toString(), 'first same.txt\n');
+    assert.equal(small?.length, small?.data?.length);
+    const large = await site.resource('/big.bin');
+    assert.equal(large?.length, 100_000);
+    assert.equal(large?.data, undefined);
+    const r = await fetchRaw(port, '/big.bin');
+    assert.equal(r.status, 200);
+    assert.ok(r.body.equals(Buffer.alloc(100_000, 7)));
+  });
+
+  it('a file rewritten in place with the same length: new bytes, new ETag', async () => {
+    const a = await get('/same.txt');
+    assert.equal(a.body, 'first same.txt\n');
+    await writeFile(join(dir, 'same.txt'), 'FIRST SAME.TXT\n');
+    await touch(join(dir, 'same.txt'));
+    const b = await get('/same.txt');
+    assert.equal(b.status, 200);
+    assert.equal(b.body, 'FIRST SAME.TXT\n');
+    assert.notEqual(b.etag, a.etag);
+  });
+
+  it('a file rewritten with another length: new bytes and Content-Length', async () => {
+    const a = await get('/longer.txt');
+    await writeFile(join(dir, 'longer.txt'), 'a much longer content than before\n');
+    await touch(join(dir, 'longer.txt'));
+    const r = await fetchRaw(port, '/longer.txt');
+    assert.equal(r.status, 200);
+    assert.equal(r.body.toString(), 'a much longer content than before\n');
+    assert.equal(r.headers['content-length'], String(r.body.length));
+    assert.notEqual(r.headers.etag, a.etag);
+  });
+
+  it('a file replaced by a rename: the new file', async () => {
+    assert.equal((await get('/renamed.txt')).body, 'first renamed.txt\n');
+    await writeFile(join(root, 'new.tmp'), 'replacement\n');
+    await touch(join(root, 'new.tmp'));
+    await rename(join(root, 'new.tmp'), join(dir, 'renamed.txt'));
+    const r = await get('/renamed.txt');
+    assert.equal(r.status, 200);
+    assert.equal(r.body, 'replacement\n');
+  });
+
+  it('a file removed: 404', async () => {
+    assert.equal((await get('/gone.txt')).status, 200);
+    await rm(join(dir, 'gone.txt'));
+    assert.equal((await get('/gone.txt')).status, 404);
+  });
+
+  it('a file turned into a symlink leaving the tree: refused', async () => {
+    assert.equal((await get('/to-escape.txt')).status, 200);
+    await rm(join(dir, 'to-escape.txt'));
+    await symlink(join(root, 'outside', 'secret.txt'), join(dir, 'to-escape.txt'));
+    const r = await get('/to-escape.txt');
+    assert.equal(r.status, 404);
+    assert.ok(!r.body.includes(SECRET));
+    assert.equal(await site.resource('/to-escape.txt'), undefined);
+  });
+
+  it('a directory turned into a symlink leaving the tree: refused', async () => {
+    assert.equal((await get('/d/file.txt')).body, 'inside d\n');
+    await rm(join(dir, 'd'), { recursive: true });
+    await symlink(join(root, 'outside', 'd'), join(dir, 'd'));
+    const r = await get('/d/file.txt');
+    assert.equal(r.status, 404);
+    assert.ok(!r.body.includes(SECRET));
+  });
+
+  it('a directory turned into a symlink to another directory of the tree: refused (no alias paths)', async () => {
+    assert.equal((await get('/e/file.txt')).body, 'inside e\n');
+    await rename(join(dir, 'e'), join(dir, 'e-real'));
+    await symlink('e-real', join(dir, 'e'));
+    assert.equal((await get('/e/file.txt')).status, 404);
+  });
+
+  it('a file turned into a symlink to a file of the tree: served as the realpath checks decide (the target)', async () => {
+    assert.equal((await get('/to-inside.txt')).body, 'first to-inside.txt\n');
+    await rm(join(dir, 'to-inside.txt'));
+    await symlink('target.txt', join(dir, 'to-inside.txt'));
+    const r = await get('/to-inside.txt');
+    assert.equal(r.status, 200);
+    assert.equal(r.body, 'the target\n');
+  });
+
+  it('a FIFO where a file was: 404 at once, no blocking open', { skip: process.platform === 'win32' }, async () => {
+    await put('fifo.txt', 'a file first\n');
+    assert.equal((await get('/fifo.txt')).status, 200);
+    await rm(join(dir, 'fifo.txt'));
+    execFileSync('mkfifo', [join(dir, 'fifo.txt')]);
+    const r = await get('/fifo.txt');
+    assert.equal(r.status, 404);
+  });
+
+  it('leaks no descriptors, refused or served', async () => {
+    const before = openFdCount();
+    for (let i = 0; i < 50; i++) {
+      await get('/target.txt');
+      await get('/to-escape.txt');
+      await get('/d/file.txt');
+      await get('/nothing-here.txt');
+    }
+    assert.ok(openFdCount() <= before + 2, `${before} -> ${openFdCount()}`);
+    assert.deepEqual(errors, []);
+  });
+});
