@@ -5,7 +5,9 @@
  * The server runs in a child process (`serve` mode of this script) exactly as `bench/destination-server.ts real`
  * starts it (listening first, the directory Source resolved into it). The child reports its own
  * `process.cpuUsage()` over stdin/stdout, so the figure is the server's CPU (all threads: the libuv pool too).
- * Baseline in the same run: a bare `node:http` server answering each path with `fs.readFile` (the floor).
+ * Baselines in the same run: a bare `node:http` server answering each path with `fs.readFile` (4 round trips
+ * through the thread pool), and one with `fs.readFileSync` (the floor of any node:http server: no checks, no
+ * validators, two headers).
  *
  * The tree holds R+1 disjoint sets of N files (2 KB, in folders of 1,000, as the Destination benchmark): one set
  * warms the server up; each timed run then fetches a set never requested before ("first GET" of each path, what a
@@ -19,7 +21,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { createServer, type ServerResponse } from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -67,20 +70,32 @@ async function serveSource(dir: string): Promise<void> {
   });
 }
 
-async function serveBare(dir: string): Promise<void> {
+async function serveBare(dir: string, sync: boolean): Promise<void> {
   const root = join(dir, 'collection');
+  const send = (res: ServerResponse, data: Buffer): void => {
+    res.writeHead(200, { 'content-type': 'text/plain', 'content-length': data.length });
+    res.end(data);
+  };
+  const missing = (res: ServerResponse): void => {
+    res.writeHead(404, { 'content-length': 0 });
+    res.end();
+  };
   const server = createServer((req, res) => {
-    const path = decodeURIComponent((req.url ?? '/').split('?')[0]!);
-    readFile(join(root, path)).then(
-      (data) => {
-        res.writeHead(200, { 'content-type': 'text/plain', 'content-length': data.length });
-        res.end(data);
-      },
-      () => {
-        res.writeHead(404, { 'content-length': 0 });
-        res.end();
-      },
-    );
+    const path = join(root, decodeURIComponent((req.url ?? '/').split('?')[0]!));
+    if (sync) {
+      let data: Buffer;
+      try {
+        data = readFileSync(path);
+      } catch {
+        missing(res);
+        return;
+      }
+      send(res, data);
+    } else
+      readFile(path).then(
+        (data) => send(res, data),
+        () => missing(res),
+      );
   });
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -111,7 +126,7 @@ interface Child {
   cpu(): Promise<number>;
 }
 
-async function startChild(mode: 'source' | 'bare', dir: string): Promise<Child> {
+async function startChild(mode: 'source' | 'bare' | 'bare-sync', dir: string): Promise<Child> {
   // e.g. SOURCE_GET_PROFILE='--cpu-prof --cpu-prof-dir=/tmp/prof' to profile the Source's process.
   const extra = mode === 'source' ? (process.env.SOURCE_GET_PROFILE ?? '').split(' ').filter((x) => x !== '') : [];
   const child = spawn(process.execPath, [...extra, ...NODE_ARGS, SELF, mode, dir], {
@@ -212,17 +227,21 @@ async function main(): Promise<void> {
         .join(' ')}\n`,
     );
     const bare = await startChild('bare', work);
+    const bareSync = await startChild('bare-sync', work);
     await measure(bare, pathsOf(0)); // warm-up
+    await measure(bareSync, pathsOf(0));
     await measure(source, pathsOf(0));
     const first = { rps: [] as number[], cpuUs: [] as number[] };
     const repeat = { rps: [] as number[], cpuUs: [] as number[] };
     const floor = { rps: [] as number[], cpuUs: [] as number[] };
+    const floorSync = { rps: [] as number[], cpuUs: [] as number[] };
     for (let run = 1; run <= RUNS; run++) {
       const paths = pathsOf(run);
       for (const [fig, c] of [
         [first, source],
         [repeat, source],
         [floor, bare],
+        [floorSync, bareSync],
       ] as const) {
         const f = await measure(c, paths);
         fig.rps.push(f.rps);
@@ -231,11 +250,14 @@ async function main(): Promise<void> {
     }
     await stopChild(source);
     await stopChild(bare);
+    await stopChild(bareSync);
     process.stdout.write(`our Source, first GET of each path: ${fmt(first)}\n`);
     process.stdout.write(`our Source, repeat GET:             ${fmt(repeat)}\n`);
     process.stdout.write(`bare node:http + fs.readFile:       ${fmt(floor)}\n`);
+    process.stdout.write(`bare node:http + fs.readFileSync:   ${fmt(floorSync)}\n`);
+    const ratio = (a: typeof first, b: typeof first) => (median(a.cpuUs) / median(b.cpuUs)).toFixed(2);
     process.stdout.write(
-      `ratio (ours / bare), CPU per GET: first ${(median(first.cpuUs) / median(floor.cpuUs)).toFixed(2)}x, repeat ${(median(repeat.cpuUs) / median(floor.cpuUs)).toFixed(2)}x; load average now ${loadavg()
+      `ratio of CPU per GET, ours / bare readFile: first ${ratio(first, floor)}x, repeat ${ratio(repeat, floor)}x; ours / bare readFileSync: first ${ratio(first, floorSync)}x, repeat ${ratio(repeat, floorSync)}x; load average now ${loadavg()
         .map((x) => x.toFixed(2))
         .join(' ')}\n`,
     );
@@ -246,5 +268,6 @@ async function main(): Promise<void> {
 
 const [mode, dir] = process.argv.slice(2);
 if (mode === 'source') await serveSource(dir!);
-else if (mode === 'bare') await serveBare(dir!);
+else if (mode === 'bare') await serveBare(dir!, false);
+else if (mode === 'bare-sync') await serveBare(dir!, true);
 else await main();
