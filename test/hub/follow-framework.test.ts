@@ -282,7 +282,9 @@ describe('sync --follow with framework notifications', () => {
         assert.ok(Number(stopped.frameworkNotifications) >= 5, JSON.stringify(stopped));
         assert.ok(Number(stopped.frameworkCatchUps) >= 2, JSON.stringify(stopped));
         assert.ok(Number(stopped.frameworkIgnored) >= 2, JSON.stringify(stopped));
-        t.diagnostic(`Change List regenerated -> framework notification -> catch-up -> file in the copy: ${learnedMs} ms`);
+        t.diagnostic(
+          `Change List regenerated -> framework notification -> catch-up -> file in the copy: ${learnedMs} ms`,
+        );
       } finally {
         await f.stop();
         await src.close();
