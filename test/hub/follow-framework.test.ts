@@ -33,13 +33,18 @@ interface LiveSource {
   close(): Promise<void>;
 }
 
-async function startSource(dir: string, options: { hub?: boolean; advertiseFramework?: boolean } = {}) {
+async function startSource(
+  dir: string,
+  options: { hub?: boolean; advertiseFramework?: boolean; port?: number } = {},
+): Promise<LiveSource> {
   const col = join(dir, 'col');
-  await mkdir(col);
-  await writeFile(join(col, 'a.txt'), 'alpha');
+  if (options.port === undefined) {
+    await mkdir(col);
+    await writeFile(join(col, 'a.txt'), 'alpha');
+  }
   let resolveSite: (s: DirectorySource) => void = () => {};
   const server = createSourceServer(new Promise<DirectorySource>((r) => (resolveSite = r)));
-  const { url: baseUrl } = await server.listen(0, '127.0.0.1');
+  const { url: baseUrl } = await server.listen(options.port ?? 0, '127.0.0.1');
   let wired: SourceNotifications | undefined;
   const site = await openDirectorySource({
     dir: col,
@@ -341,6 +346,39 @@ describe('sync --follow with framework notifications', () => {
         assert.equal(await f.stop(), 0);
         const stopped = f.log.events.find((e) => e.event === 'stopped')!;
         assert.ok(Number(stopped.frameworkNotifications) >= 1 && Number(stopped.frameworkCatchUps) >= 1);
+      } finally {
+        await f.stop();
+        await src.close();
+      }
+    });
+  });
+
+  it('a Source restart: the framework channel reconnects (catch-up) and delivers again', async () => {
+    await withTempDir(async (dir) => {
+      let src = await startSource(dir);
+      const port = Number(new URL(src.baseUrl).port);
+      const copy = join(dir, 'copy');
+      const f = follow(src.baseUrl, copy, { catchUpIntervalMs: 3_600_000 });
+      try {
+        await waitCaughtUp(f.log, ['connected: change', 'connected: framework']);
+        await src.close();
+        await f.log.waitFor((e) => e.event === 'disconnected' && e.transport === 'framework', 10_000, 'disconnected');
+        src = await startSource(dir, { port });
+        await f.log.waitFor((e) => e.event === 'reconnected' && e.transport === 'framework', 10_000, 'reconnected');
+        await waitCaughtUp(f.log, ['reconnected: change', 'reconnected: framework']);
+        await settle(f.log);
+        src.suppress = true;
+        await writeFile(join(src.col, 'b.txt'), 'bravo');
+        await src.site.scanPaths(['b.txt']);
+        const runsBefore = caughtUps(f.log).length;
+        await src.regenerateChangeList();
+        await waitForCopy(copy, 'b.txt', 'bravo');
+        await f.log.waitFor((e) => e.event === 'caught-up' && caughtUps(f.log).indexOf(e) >= runsBefore);
+        const reasons = caughtUps(f.log)
+          .slice(runsBefore)
+          .flatMap((r) => r.reasons as string[]);
+        assert.ok(reasons.length > 0 && reasons.every((r) => r.startsWith('framework:')), JSON.stringify(reasons));
+        assert.equal(await f.stop(), 0);
       } finally {
         await f.stop();
         await src.close();
