@@ -301,7 +301,8 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
             const s = await dest.incremental();
             const now = Date.now();
             const c = s.counts;
-            if (c.created + c.updated + c.deleted + c.deletionsRecorded + c.failed > 0) {
+            const news = c.created + c.updated + c.deleted + c.deletionsRecorded + c.failed > 0;
+            if (news) {
               // From each notified change being recorded at the Source to the end of the run that applied it.
               const recordToAppliedMs = covered.slice(0, 1000).map((t) => now - t);
               emit(
@@ -311,14 +312,15 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
                   reasons: why,
                   ...(covered.length > 0 ? { recordToAppliedMs } : {}),
                 },
-                `applied: ${JSON.stringify(s.counts)}`,
+                `applied${byFramework ? ' (after a framework notification)' : ''}: ${JSON.stringify(s.counts)}`,
               );
             }
+            // Every catch-up and what triggered it (JSON); in text, the framework-triggered ones that found nothing.
             if (options.json === true) write(JSON.stringify({ event: 'caught-up', reasons: why, ...summaryLine(s) }));
-            else if (byFramework) write(`caught up after a framework notification: ${JSON.stringify(s.counts)}`);
+            else if (byFramework && !news) write('caught up after a framework notification: nothing new');
           } catch (e) {
             if (abort.signal.aborted) break;
-            warn(`incremental run failed: ${e instanceof Error ? e.message : String(e)}`);
+            warn(`incremental run (${why.join('; ')}) failed: ${e instanceof Error ? e.message : String(e)}`);
           }
           continue;
         }
