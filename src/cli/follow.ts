@@ -4,6 +4,15 @@
  * `--callback <url>` (a listener of its own at that URL's port and path; hub and topic from the Capability List or
  * the Change List's `Link` header).
  *
+ * Framework notifications (N-§5) are followed too, when the Capability List advertises them: the
+ * `framework-notification` WebSocket channel, or with `--callback` the framework topic (the Capability List) at the
+ * same hub, both subscribers behind the one callback URL (the framework one at `<path>/framework`). The two event
+ * streams are merged; a framework notification about a document of this set (a Change List or Change Dump created
+ * or updated, a Resource List or Dump created, the Capability List or Source Description) triggers a catch-up run,
+ * one of another set is ignored, and this set's Capability List deleted is reported (`set-deleted`; the copy is
+ * kept, the follower keeps listening). While the framework connection is up, the periodic catch-up is only a long
+ * safety net (`frameworkCatchUpIntervalMs`, default 15 min); without it, every `catchUpIntervalMs` (60 s).
+ *
  * Each notification, (re)connection or refused delivery triggers an incremental run from the watermark, so a
  * change is never lost (changes made while the follower was away or disconnected are in the Change Lists),
  * duplicates cost nothing (a change already applied is skipped by the incremental run), and a burst of
