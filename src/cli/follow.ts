@@ -192,7 +192,7 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
         new WebSubSubscriber({
           hubUrl: ep.hub!,
           topicUrl,
-          callbackUrl: new URL(path, cb).href,
+          callbackUrl: withPath(cb, path),
           path,
           // Behind the callback router: a loopback listener of its own; else the callback's port itself.
           port: internal ?? port,
@@ -212,7 +212,7 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
       } else {
         // Two topics, one callback URL: the router listens there and hands each path to its subscriber.
         const fwPath = `${cb.pathname.replace(/\/$/, '')}/framework`;
-        const [changePort, fwPort] = [await freeLoopbackPort(), await freeLoopbackPort()];
+        const [changePort, fwPort] = (await freeLoopbackPorts(2)) as [number, number];
         const sub = subscriber(ep.changeTopic, cb.pathname, changePort, warn);
         const fw = subscriber(ep.frameworkTopic, fwPath, fwPort, fwLog);
         receivers.push({
@@ -493,16 +493,27 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
   }
 }
 
-/** A free TCP port on the loopback interface (for a listener behind {@link startCallbackRouter}). */
-async function freeLoopbackPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve, reject) => {
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => resolve());
-  });
-  const { port } = s.address() as AddressInfo;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
+/** `url` with another path (query kept). */
+function withPath(url: URL, path: string): string {
+  const u = new URL(url.href);
+  u.pathname = path;
+  return u.href;
+}
+
+/** `n` distinct free TCP ports on the loopback interface (for the listeners behind {@link startCallbackRouter}). */
+async function freeLoopbackPorts(n: number): Promise<number[]> {
+  const servers = Array.from({ length: n }, () => createServer());
+  try {
+    for (const s of servers) {
+      await new Promise<void>((resolve, reject) => {
+        s.once('error', reject);
+        s.listen(0, '127.0.0.1', () => resolve());
+      });
+    }
+    return servers.map((s) => (s.address() as AddressInfo).port);
+  } finally {
+    await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  }
 }
 
 interface CallbackRouter {
@@ -548,7 +559,13 @@ async function startCallbackRouter(
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (e) =>
+      reject(
+        new ResourceSyncError('RS_CONFIG', `cannot listen for WebSub callbacks on ${host}:${port}: ${e.message}`, {
+          cause: e,
+        }),
+      ),
+    );
     server.listen(port, host, () => resolve());
   });
   return {
