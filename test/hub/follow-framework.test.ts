@@ -320,6 +320,10 @@ describe('sync --follow with framework notifications', () => {
           subs.map((s) => s.length),
           [1, 1],
         );
+        // The router answers only the two callback paths.
+        const stray = await fetch(`http://127.0.0.1:${cbPort}/cb/other`);
+        assert.equal(stray.status, 404);
+        await stray.text();
 
         // A change notification still goes straight to the copy.
         await writeFile(join(src.col, 'b.txt'), 'bravo');
