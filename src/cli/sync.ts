@@ -252,7 +252,7 @@ export function register(program: Command): void {
     .option('--layout <layout>', 'local layout: host-path (default) or path')
     .option(
       '--durability <mode>',
-      'file (default: fsync each file before recording it), batch (fsync batches before recording), or none',
+      'batch (default: verified files are staged, then one file-system flush per 1,024 makes them durable before they are renamed into place and recorded), file (fsync each file before its rename), or none (no fsync: a power loss may lose recent files)',
     )
     .option(
       '--follow',

@@ -4,12 +4,13 @@
  *
  * @module
  */
-import { stat } from 'node:fs';
+import { renameSync, rmSync, stat } from 'node:fs';
 import { open, rm } from 'node:fs/promises';
 import { dirname, relative, sep } from 'node:path';
 import { type ErrorCode, ResourceSyncError, isResourceSyncError } from '../core/errors.js';
 import type { Hashes } from '../core/hash.js';
 import { syncDir } from '../io/atomic.js';
+import { syncFileSystem } from '../io/syncfs.js';
 import { hashFile } from '../io/hashing.js';
 import {
   type Operation,
@@ -24,7 +25,7 @@ import type { HttpClient } from './http.js';
 import { downloadAndInstall, installFromStream, verify } from './install.js';
 import type { PathMapper } from './paths.js';
 import { type ExpectedContent, algorithmsFor } from './plan.js';
-import { SMALL_RESOURCE_BYTES, downloadSmall, writeSmallFile } from './small.js';
+import { SMALL_RESOURCE_BYTES, downloadSmall, writeSmallFile, writeSmallTemp } from './small.js';
 import type { DestinationState, ResourceRecord } from './state.js';
 import { createMultiHasher } from '../io/hashing.js';
 import { ensureParentDirectory } from './paths.js';
@@ -70,13 +71,18 @@ export function dryState(real: StateLike | undefined): StateLike {
 }
 
 /**
- * How installed files are made durable before the state records them. Both `file` and `batch` keep the rule
- * "a record never names a file a power loss could take away"; they differ in cost.
- * - `file` (default): each file is fdatasync'ed before its rename (on the thread pool, so several at once); the
+ * How installed files are made durable before the state records them. Both `file` and `batch` keep the rules
+ * "a record never names a file a power loss could take away" and "a file's final name only ever holds a
+ * complete, verified version, even after a power loss"; they differ in cost.
+ * - `batch` (default): small resources (≤ 256 KiB) are written to temporary files without fsync and staged;
+ *   before the transaction that records a batch commits, the whole file system is flushed once (`syncfs`,
+ *   see {@link syncFileSystem}), the staged files are renamed into place, and the file system is flushed again
+ *   (the renames). Larger files are fsynced before their rename, as in `file`. Where syncfs is not available,
+ *   each staged file is fsynced (32 at a time) before the renames and the directories after them. Files become
+ *   visible under their final names when their batch commits (every 1,024 records, and at the end of a run).
+ *   Costs: two syncfs per batch, which also wait for anything else dirty on that file system.
+ * - `file`: each file is fdatasync'ed before its rename (on the thread pool, so several at once); the
  *   directories of a batch of records are fsynced before the transaction that records the batch commits.
- * - `batch`: files are renamed into place without fsync; before the transaction that records a batch of them
- *   commits, every file of the batch (reopened) and its directory are fsynced, 32 at a time. Measured slower
- *   than `file` here (the reopen costs more than the inline flush), kept for file systems where it is not.
  * - `none`: no fsync at all (tests and throwaway copies); a process crash loses nothing, a power loss may.
  */
 export type Durability = 'batch' | 'file' | 'none';
@@ -84,54 +90,93 @@ export type Durability = 'batch' | 'file' | 'none';
 /** Options of {@link Recorder}. */
 export interface RecorderOptions {
   readonly durability: Durability;
-  /** Records per transaction (default 512). */
+  /** The copy's directory (the file system `batch` durability flushes). */
+  readonly root: string;
+  /** Records per transaction (default 512; 1,024 in `batch` durability). */
   readonly batchSize?: number;
+  /**
+   * A batch is also committed once its first record or staged file is this old (default 1,000 ms), so a
+   * crash loses at most about this much finished work.
+   */
+  readonly flushIntervalMs?: number;
 }
 
 type Pending =
   | { readonly kind: 'put'; readonly rec: ResourceRecord; readonly file?: string }
   | { readonly kind: 'delete'; readonly uri: string; readonly datetime: string; readonly removed: boolean };
 
+/** A verified file written under a temporary name, renamed to `target` when its batch is durable. */
+interface Staged {
+  readonly tmp: string;
+  readonly target: string;
+}
+
 /**
- * Batches state writes: one SQLite transaction per `batchSize` records, each preceded (in `batch` durability)
- * by an fsync of the files it records. Memory: one batch.
+ * Batches state writes: one SQLite transaction per `batchSize` records, each preceded by what makes the files
+ * it records durable (see {@link Durability}). Memory: one batch of records and staged files.
  */
 export class Recorder {
   private pending: Pending[] = [];
+  private staged: Staged[] = [];
   private flushing: Promise<void> = Promise.resolve();
   private readonly batchSize: number;
+  private readonly flushIntervalMs: number;
+  /** When the first record or staged file of the current batch arrived (0: the batch is empty). */
+  private batchStarted = 0;
 
   constructor(
     private readonly state: StateLike,
     private readonly options: RecorderOptions,
   ) {
-    this.batchSize = options.batchSize ?? 512;
+    this.batchSize = options.batchSize ?? (options.durability === 'batch' ? 1024 : 512);
+    this.flushIntervalMs = options.flushIntervalMs ?? 1000;
+  }
+
+  /** True when the current batch is full or old enough to commit. */
+  private due(): boolean {
+    const now = Date.now();
+    if (this.batchStarted === 0) this.batchStarted = now;
+    return this.pending.length >= this.batchSize || now - this.batchStarted >= this.flushIntervalMs;
+  }
+
+  /**
+   * Stages a verified temporary file (`batch` durability): it is renamed to `target` by the next flush, after
+   * the file system has been flushed. A record of it may come before or after that flush.
+   */
+  stage(tmp: string, target: string): void {
+    this.staged.push({ tmp, target });
+    if (this.batchStarted === 0) this.batchStarted = Date.now();
   }
 
   /** Records a resource installed at `file` (fsynced before the record commits, in batch durability). */
   async put(rec: ResourceRecord, file?: string): Promise<void> {
     this.pending.push(file === undefined ? { kind: 'put', rec } : { kind: 'put', rec, file });
-    if (this.pending.length >= this.batchSize) await this.flush();
+    if (this.due()) await this.flush();
   }
 
   /** Records a deletion (`removed`: the local file was removed, its directory is fsynced first). */
   async delete(uri: string, datetime: string, removed: boolean): Promise<void> {
     this.pending.push({ kind: 'delete', uri, datetime, removed });
-    if (this.pending.length >= this.batchSize) await this.flush();
+    if (this.due()) await this.flush();
   }
 
   /** Makes every pending record durable. Concurrent callers wait for the same flushes, in order. */
   flush(): Promise<void> {
     const batch = this.pending;
+    const staged = this.staged;
     this.pending = [];
-    const run = this.flushing.then(() => this.commit(batch));
+    this.staged = [];
+    this.batchStarted = 0;
+    const run = this.flushing.then(() => this.commit(batch, staged));
     this.flushing = run.catch(() => undefined);
     return run;
   }
 
-  private async commit(batch: Pending[]): Promise<void> {
-    if (batch.length === 0) return;
-    if (this.options.durability !== 'none') {
+  private async commit(batch: Pending[], staged: Staged[]): Promise<void> {
+    if (batch.length === 0 && staged.length === 0) return;
+    if (this.options.durability === 'batch') {
+      await this.commitStaged(batch, staged);
+    } else if (this.options.durability !== 'none') {
       const files = new Set<string>();
       const dirs = new Set<string>();
       for (const p of batch) {
@@ -141,7 +186,6 @@ export class Recorder {
         }
       }
       // `file` durability fsynced each file before its rename; the renames still need their directories.
-      if (this.options.durability === 'batch') await forEachLimited([...files], 32, fsyncFile);
       await forEachLimited([...dirs], 32, syncDir);
     }
     this.state.transaction(() => {
@@ -150,6 +194,39 @@ export class Recorder {
         else this.state.markDeleted(p.uri, p.datetime);
       }
     });
+  }
+
+  /**
+   * `batch` durability: flush the staged files' contents, rename them into place, flush the renames (and any
+   * other file installed or removed since the last flush), in that order; the caller commits the records
+   * after. A staged file that cannot be renamed fails the batch (its records are not committed) once every
+   * other staged file of the batch has been renamed.
+   */
+  private async commitStaged(batch: readonly Pending[], staged: readonly Staged[]): Promise<void> {
+    const root = this.options.root;
+    if (staged.length > 0 && !(await syncFileSystem(root))) {
+      await forEachLimited(
+        staged.map((s) => s.tmp),
+        32,
+        fsyncFile,
+      );
+    }
+    let failure: unknown;
+    for (const s of staged) {
+      try {
+        renameSync(s.tmp, s.target);
+      } catch (e) {
+        rmSync(s.tmp, { force: true });
+        failure ??= new ResourceSyncError('RS_IO', `cannot install ${s.target}: ${(e as Error).message}`, { cause: e });
+      }
+    }
+    if (failure !== undefined) throw failure;
+    if (!(await syncFileSystem(root))) {
+      const dirs = new Set<string>();
+      for (const s of staged) dirs.add(dirname(s.target));
+      for (const p of batch) if (p.kind === 'put' && p.file !== undefined) dirs.add(dirname(p.file));
+      await forEachLimited([...dirs], 32, syncDir);
+    }
   }
 }
 
@@ -225,7 +302,10 @@ export class SyncContext {
     readonly options: ContextOptions,
     private readonly listener: (e: SyncEvent) => void,
   ) {
-    this.recorder = new Recorder(state, { durability: options.dryRun ? 'none' : options.durability });
+    this.recorder = new Recorder(state, {
+      durability: options.dryRun ? 'none' : options.durability,
+      root: options.dir,
+    });
   }
 
   emit(e: SyncEvent): void {
@@ -328,15 +408,21 @@ export class SyncContext {
     for (const url of urls) {
       try {
         if (small) {
-          const opts: { root: string; fsync: boolean; signal?: AbortSignal } = {
+          const opts: {
+            root: string;
+            fsync: boolean;
+            signal?: AbortSignal;
+            place: (target: string, body: Uint8Array) => Promise<void>;
+          } = {
             root: this.options.dir,
             fsync: this.options.durability === 'file',
+            place: (t, b) => this.placeSmall(t, b),
           };
           if (this.options.signal !== undefined) opts.signal = this.options.signal;
           return await downloadSmall(this.client, url, target, { ...exp, length: expected.length as number }, opts);
         }
         const init: { signal?: AbortSignal; fsync: boolean; root: string } = {
-          fsync: this.options.durability === 'file',
+          fsync: this.options.durability !== 'none',
           root: this.options.dir,
         };
         if (this.options.signal !== undefined) init.signal = this.options.signal;
@@ -367,7 +453,7 @@ export class SyncContext {
     if (expected.length !== undefined) exp.length = expected.length;
     if (expected.hashes !== undefined) exp.hashes = expected.hashes;
     return installFromStream(await pkg.openBitstream(path), target, exp, {
-      fsync: this.options.durability === 'file',
+      fsync: this.options.durability !== 'none',
       root: this.options.dir,
     });
   }
@@ -386,8 +472,20 @@ export class SyncContext {
     const result = { length: body.byteLength, hashes: hasher.digest() };
     verify(exp, result);
     await ensureParentDirectory(this.options.dir, target);
-    await writeSmallFile(target, body, this.options.durability === 'file');
+    await this.placeSmall(target, body);
     return result;
+  }
+
+  /**
+   * Places a verified small body at `target` (parents exist): staged for the next flush in `batch`
+   * durability, written and renamed now otherwise (fsynced first in `file`).
+   */
+  async placeSmall(target: string, body: Uint8Array): Promise<void> {
+    if (this.options.durability === 'batch' && !this.options.dryRun) {
+      this.recorder.stage(writeSmallTemp(target, body), target);
+      return;
+    }
+    await writeSmallFile(target, body, this.options.durability === 'file');
   }
 
   /** A record for an installed resource. */
@@ -411,7 +509,8 @@ export class SyncContext {
   /** Removes a local file (for `--delete`); missing files are fine. */
   async removeFile(target: string): Promise<void> {
     await rm(target, { force: true });
-    if (this.options.durability !== 'none') await syncDir(dirname(target));
+    // `batch`: the flush before the deletion's record commits makes the removal durable.
+    if (this.options.durability === 'file') await syncDir(dirname(target));
   }
 
   /** True when the run must not go on (aborted). */

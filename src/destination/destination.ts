@@ -53,7 +53,7 @@ export interface DestinationOptions {
   readonly client?: HttpClient;
   /** Resources fetched or installed at once (default 16). */
   readonly concurrency?: number;
-  /** See {@link Durability} (default `file`). */
+  /** See {@link Durability} (default `batch`). */
   readonly durability?: Durability;
   /** Bound on a downloaded dump package (default 8 GiB). */
   readonly maxPackageBytes?: number;
@@ -177,7 +177,7 @@ export class Destination {
         checksum: o.checksum ?? false,
         noDumps: o.noDumps ?? false,
         autoBaseline: o.autoBaseline ?? false,
-        durability: o.durability ?? 'file',
+        durability: o.durability ?? 'batch',
         tmpDir,
       };
       if (o.maxPackageBytes !== undefined) ctxOptions.maxPackageBytes = o.maxPackageBytes;

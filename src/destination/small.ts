@@ -59,6 +59,11 @@ export interface SmallDownloadOptions {
   readonly signal?: AbortSignal;
   /** Whole-download retries after network errors, timeouts and 5xx (default 2). */
   readonly retries?: number;
+  /**
+   * Places the verified body at `target` (parents exist). Default: {@link writeSmallFile} with `fsync`. The
+   * Destination's `batch` durability stages a temporary file here instead ({@link writeSmallTemp}).
+   */
+  readonly place?: (target: string, body: Uint8Array) => Promise<void> | void;
 }
 
 /**
@@ -98,7 +103,8 @@ export async function downloadSmall(
     const result = { length: n, hashes: hasher.digest() };
     verify(expected, result, res.url);
     await ensureParentDirectory(options.root, target);
-    await writeSmallFile(target, body, options.fsync);
+    if (options.place !== undefined) await options.place(target, body);
+    else await writeSmallFile(target, body, options.fsync);
     return result;
   }, retryOptions);
 }
@@ -148,6 +154,24 @@ export function writeFileAtomicSync(target: string, body: Uint8Array, fsync: boo
   } catch (e) {
     failSmallWrite(target, tmp, fd, e);
   }
+}
+
+/**
+ * Writes `body` to a new temporary file next to `target` (synchronously, no fsync) and returns its path; the
+ * caller renames it over `target` once it is durable (see the Destination's `batch` durability). The
+ * temporary file is removed on failure.
+ */
+export function writeSmallTemp(target: string, body: Uint8Array): string {
+  const tmp = smallTempPath(target);
+  let fd: number | undefined;
+  try {
+    fd = createAndWriteSync(tmp, body);
+    closeSync(fd);
+    fd = undefined;
+  } catch (e) {
+    failSmallWrite(target, tmp, fd, e);
+  }
+  return tmp;
 }
 
 /**

@@ -60,72 +60,114 @@ describe('kill -9 mid-run, then rerun', { timeout: 60_000 }, () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('converges after a kill during the baseline and during an incremental run', async () => {
-    const n = 120;
-    const resources = makeResources(n, 3000, 'crash');
-    src.publishResourceList(resources, AT, 3);
-    for (const r of resources) src.set(r.path, r.body, 'text/plain', 15); // slow, so the kill lands mid-run
-    src.publishChangeLists([{ from: AT, changes: [] }]);
-    src.publishCapabilities();
-    const url = src.url('/capabilitylist.xml');
+  // `file` durability installs each file as it comes; `batch` stages files and renames them into place when a
+  // batch commits (every second here), so its kills wait until files of the killed run are visible.
+  for (const durability of ['file', 'batch'] as const) {
+    it(`converges after a kill during the baseline and during an incremental run (durability ${durability})`, async () => {
+      await rm(dir, { recursive: true, force: true });
+      const n = 120;
+      const resources = makeResources(n, 3000, 'crash');
+      src.publishResourceList(resources, AT, 3);
+      for (const r of resources) src.set(r.path, r.body, 'text/plain', 15); // slow, so the kill lands mid-run
+      src.publishChangeLists([{ from: AT, changes: [] }]);
+      src.publishCapabilities();
+      const url = src.url('/capabilitylist.xml');
 
-    // 1. Baseline killed after ~40 resources were requested.
-    const start = resourceHits(src);
-    const child = startChild(['sync', url, dir, '--concurrency', '4']);
-    const killed = await killWhen(child, () => resourceHits(src) - start >= 40);
-    assert.ok(killed, 'the child was killed mid-run');
-    const st = DestinationState.open(dir, { readonly: true });
-    assert.equal(st.getWatermark(), undefined, 'no watermark after an interrupted baseline');
-    assert.equal(st.journal()?.op, 'baseline');
-    st.close();
+      // 1. Baseline killed after ~40 resources were requested.
+      const start = resourceHits(src);
+      const concurrency = durability === 'file' ? '4' : '1';
+      const child = startChild(['sync', url, dir, '--concurrency', concurrency, '--durability', durability]);
+      const first = join(dir, localPathOf(src, resources[0]!.path));
+      const killed = await killWhen(
+        child,
+        () => resourceHits(src) - start >= 40 && (durability === 'file' || existsSync(first)),
+      );
+      assert.ok(killed, 'the child was killed mid-run');
+      const st = DestinationState.open(dir, { readonly: true });
+      assert.equal(st.getWatermark(), undefined, 'no watermark after an interrupted baseline');
+      assert.equal(st.journal()?.op, 'baseline');
+      st.close();
 
-    const s1 = await new Destination({ url, dir, concurrency: 8 }).sync();
-    assert.equal(s1.operation, 'baseline');
-    assert.equal(s1.counts.failed, 0, JSON.stringify(s1.failures));
-    assert.equal(s1.complete, true);
-    assert.ok(s1.counts.skipped > 0, 'resources of the killed run were kept');
-    const expected = new Map(resources.map((r) => [localPathOf(src, r.path), r.body]));
-    assert.deepEqual(sortedTree(readTree(dir)), sortedTree(expected));
+      const s1 = await new Destination({ url, dir, concurrency: 8, durability }).sync();
+      assert.equal(s1.operation, 'baseline');
+      assert.equal(s1.counts.failed, 0, JSON.stringify(s1.failures));
+      assert.equal(s1.complete, true);
+      assert.ok(s1.counts.skipped > 0, 'resources of the killed run were kept');
+      const expected = new Map(resources.map((r) => [localPathOf(src, r.path), r.body]));
+      assert.deepEqual(sortedTree(readTree(dir)), sortedTree(expected));
 
-    // 2. Incremental run killed mid-way: 100 updates, 10 deletions, 5 creations.
-    const changes: ChangeSpec[] = [];
-    let t = Date.parse('2024-05-01T01:00:00Z');
-    const next = (): string => new Date((t += 1000)).toISOString().replace('.000Z', 'Z');
-    for (let i = 0; i < 100; i++)
-      changes.push({ path: `/res/r${i}.txt`, change: 'updated', datetime: next(), body: Buffer.from(`v2 of ${i}\n`) });
-    for (let i = 100; i < 110; i++) changes.push({ path: `/res/r${i}.txt`, change: 'deleted', datetime: next() });
-    for (let i = 0; i < 5; i++)
-      changes.push({ path: `/res/new${i}.txt`, change: 'created', datetime: next(), body: Buffer.from(`new ${i}\n`) });
-    src.publishChangeLists([
-      { from: AT, until: '2024-05-01T01:01:00Z', changes: changes.slice(0, 50) },
-      { from: '2024-05-01T01:01:00Z', changes: changes.slice(50) },
-    ]);
-    for (const c of changes) if (c.body !== undefined) src.set(c.path, c.body, 'text/plain', 15);
-    src.publishCapabilities();
-    const start2 = resourceHits(src);
-    const child2 = startChild(['sync', url, dir, '--delete', '--concurrency', '4']);
-    assert.ok(await killWhen(child2, () => resourceHits(src) - start2 >= 30), 'the child was killed mid-run');
-    const st2 = DestinationState.open(dir, { readonly: true });
-    assert.equal(st2.getWatermark()?.at, AT, 'the watermark did not move');
-    st2.close();
+      // 2. Incremental run killed mid-way: 100 updates, 10 deletions, 5 creations.
+      const changes: ChangeSpec[] = [];
+      let t = Date.parse('2024-05-01T01:00:00Z');
+      const next = (): string => new Date((t += 1000)).toISOString().replace('.000Z', 'Z');
+      for (let i = 0; i < 100; i++)
+        changes.push({
+          path: `/res/r${i}.txt`,
+          change: 'updated',
+          datetime: next(),
+          body: Buffer.from(`v2 of ${i}\n`),
+        });
+      for (let i = 100; i < 110; i++) changes.push({ path: `/res/r${i}.txt`, change: 'deleted', datetime: next() });
+      for (let i = 0; i < 5; i++)
+        changes.push({
+          path: `/res/new${i}.txt`,
+          change: 'created',
+          datetime: next(),
+          body: Buffer.from(`new ${i}\n`),
+        });
+      src.publishChangeLists([
+        { from: AT, until: '2024-05-01T01:01:00Z', changes: changes.slice(0, 50) },
+        { from: '2024-05-01T01:01:00Z', changes: changes.slice(50) },
+      ]);
+      for (const c of changes) if (c.body !== undefined) src.set(c.path, c.body, 'text/plain', 15);
+      src.publishCapabilities();
+      const start2 = resourceHits(src);
+      const child2 = startChild([
+        'sync',
+        url,
+        dir,
+        '--delete',
+        '--concurrency',
+        concurrency,
+        '--durability',
+        durability,
+      ]);
+      // In `batch` durability the kill waits for a committed batch (a kill during its renames is fine for the
+      // copy, but leaves too little to check that applied changes are kept).
+      const committed = recordedAfter(dir, src.url('/res/r0.txt'), AT);
+      try {
+        assert.ok(
+          await killWhen(child2, () => resourceHits(src) - start2 >= 30 && (durability === 'file' || committed())),
+          'the child was killed mid-run',
+        );
+      } finally {
+        committed.close();
+      }
+      const st2 = DestinationState.open(dir, { readonly: true });
+      assert.equal(st2.getWatermark()?.at, AT, 'the watermark did not move');
+      st2.close();
 
-    const s2 = await new Destination({ url, dir, delete: true }).sync();
-    assert.equal(s2.operation, 'incremental');
-    assert.equal(s2.counts.failed, 0, JSON.stringify(s2.failures));
-    assert.ok(s2.counts.skipped >= 20, `changes applied before the kill are not fetched again (${s2.counts.skipped})`);
-    const want = new Map(expected);
-    for (const c of changes) {
-      const p = localPathOf(src, c.path);
-      if (c.change === 'deleted') want.delete(p);
-      else want.set(p, c.body as Buffer);
-    }
-    assert.deepEqual(sortedTree(readTree(dir)), sortedTree(want));
-    const st3 = DestinationState.open(dir, { readonly: true });
-    assert.equal(st3.getWatermark()?.at, changes[changes.length - 1]?.datetime);
-    assert.equal(st3.journal(), undefined);
-    st3.close();
-    assert.ok(!existsSync(join(dir, '.resourcesync', 'tmp', 'x')));
-  });
+      const s2 = await new Destination({ url, dir, delete: true, durability }).sync();
+      assert.equal(s2.operation, 'incremental');
+      assert.equal(s2.counts.failed, 0, JSON.stringify(s2.failures));
+      assert.ok(
+        s2.counts.skipped >= 20,
+        `changes applied before the kill are not fetched again (${s2.counts.skipped})`,
+      );
+      const want = new Map(expected);
+      for (const c of changes) {
+        const p = localPathOf(src, c.path);
+        if (c.change === 'deleted') want.delete(p);
+        else want.set(p, c.body as Buffer);
+      }
+      assert.deepEqual(sortedTree(readTree(dir)), sortedTree(want));
+      const st3 = DestinationState.open(dir, { readonly: true });
+      assert.equal(st3.getWatermark()?.at, changes[changes.length - 1]?.datetime);
+      assert.equal(st3.journal(), undefined);
+      st3.close();
+      assert.ok(!existsSync(join(dir, '.resourcesync', 'tmp', 'x')));
+    });
+  }
 });
 
 describe('SIGINT mid-run', { timeout: 60_000 }, () => {
@@ -158,6 +200,21 @@ describe('SIGINT mid-run', { timeout: 60_000 }, () => {
     }
   });
 });
+
+/** Polls the copy's state (read-only) for a record of `uri` whose source datetime is after `after`. */
+function recordedAfter(dir: string, uri: string, after: string): (() => boolean) & { close(): void } {
+  let st: DestinationState | undefined;
+  const check = (): boolean => {
+    try {
+      st ??= DestinationState.open(dir, { readonly: true });
+      const dt = st.get(uri)?.sourceDatetime;
+      return dt !== undefined && dt > after;
+    } catch {
+      return false;
+    }
+  };
+  return Object.assign(check, { close: () => st?.close() });
+}
 
 function sortedTree(m: Map<string, Buffer>): [string, string][] {
   return [...m.entries()]
