@@ -7,6 +7,7 @@
 //
 // Prints one JSON line {"base": "..."} when listening; reads commands on stdin, one JSON object a line:
 //   {"cmd":"changes","n":1000}  publishes a Change List with n updates (new content), answers {"ok":true}
+//   {"cmd":"exit"}              exits (so that `node --cpu-prof` writes its profile)
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
@@ -120,6 +121,7 @@ async function realMode(n: number, size: number): Promise<void> {
   process.on('exit', () => void rm(work, { recursive: true, force: true }));
   for await (const line of createInterface({ input: process.stdin })) {
     const cmd = JSON.parse(line) as { cmd: string; n?: number };
+    if (cmd.cmd === 'exit') process.exit(0);
     if (cmd.cmd === 'changes') {
       round++;
       const count = cmd.n ?? 1000;

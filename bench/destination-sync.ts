@@ -24,6 +24,9 @@ const RUNS = Number(process.argv[3] ?? 3);
 /** `static` (documents built in memory) or `real` (our directory Source and server). */
 const SOURCE = process.argv[4] === 'real' ? 'real' : 'static';
 const SIZE = 2048;
+/** `BENCH_ONLY=incremental` (or `list`, `dump`) runs only that part, e.g. under `node --cpu-prof`. */
+const ONLY = process.env['BENCH_ONLY'];
+const runs = (part: string): boolean => ONLY === undefined || ONLY === part;
 const here = dirname(fileURLToPath(import.meta.url));
 
 function median(xs: number[]): number {
@@ -191,6 +194,15 @@ async function main(): Promise<void> {
   await new Destination({ url, dir: warm, durability: 'none', concurrency: 32 }).baseline();
   report(`Source warmed by one untimed dump baseline (${(performance.now() - w0).toFixed(0)} ms)`);
 
+  if (ONLY === undefined) await measureFloor(report);
+  if (runs('list')) await benchList(url, report);
+  if (runs('dump')) await benchDump(url, report);
+  if (runs('incremental')) await benchIncremental(url, send, report);
+  child.kill();
+  for (const d of keep) await rm(d, { recursive: true, force: true });
+}
+
+async function measureFloor(report: (line: string) => void): Promise<void> {
   const floorSeq = await writeFloor(1, false, N);
   const floorConc: number[] = [];
   for (let r = 0; r < RUNS; r++) floorConc.push(await writeFloor(16, false, N));
@@ -201,6 +213,13 @@ async function main(): Promise<void> {
     `floor: new 2 KB files (temp+write+rename): ${floorSeq.toFixed(0)}/s sequential (${(1000 / floorSeq).toFixed(3)} ms each), ${median(floorConc).toFixed(0)}/s at concurrency 16 (${floorCpu}); with fsync per file: ${floorFsync.toFixed(0)}/s; with batched fsync (512 files, 32 at a time, then directories): ${floorBatch.toFixed(0)}/s`,
   );
 
+  floorConcRate = median(floorConc);
+}
+
+/** Files/s of the write floor at concurrency 16 (NaN when not measured). */
+let floorConcRate = Number.NaN;
+
+async function benchList(url: string, report: (line: string) => void): Promise<void> {
   const listRates: Record<string, number> = {};
   for (const durability of ['none', 'file', 'batch'] as Durability[]) {
     const times: number[] = [];
@@ -227,10 +246,12 @@ async function main(): Promise<void> {
     }
     listRates[durability] = N / (median(times) / 1000);
     report(
-      `baseline via Resource List, durability=${durability}: ${listRates[durability]!.toFixed(0)} resources/s (median ${median(times).toFixed(0)} ms; ${(listRates[durability]! / median(floorConc)).toFixed(2)}x the write floor; last run ${cpuPer(N)})`,
+      `baseline via Resource List, durability=${durability}: ${listRates[durability]!.toFixed(0)} resources/s (median ${median(times).toFixed(0)} ms; ${(listRates[durability]! / floorConcRate).toFixed(2)}x the write floor; last run ${cpuPer(N)})`,
     );
   }
+}
 
+async function benchDump(url: string, report: (line: string) => void): Promise<void> {
   for (const durability of ['none', 'file', 'batch'] as Durability[]) {
     const times: number[] = [];
     for (let r = 0; r < RUNS; r++) {
@@ -249,7 +270,13 @@ async function main(): Promise<void> {
       `baseline via Resource Dump, durability=${durability}: ${rate.toFixed(0)} resources/s (median ${median(times).toFixed(0)} ms; last run ${cpuPer(N)})`,
     );
   }
+}
 
+async function benchIncremental(
+  url: string,
+  send: (cmd: object) => Promise<void>,
+  report: (line: string) => void,
+): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'rs-bench-inc-'));
   await new Destination({ url, dir, noDumps: true, durability: 'none', concurrency: 32 }).baseline();
   for (const durability of ['none', 'file', 'batch'] as Durability[]) {
@@ -270,8 +297,6 @@ async function main(): Promise<void> {
     );
   }
   keep.push(dir);
-  child.kill();
-  for (const d of keep) await rm(d, { recursive: true, force: true });
 }
 
 await main();

@@ -252,7 +252,7 @@ export function register(program: Command): void {
     .option('--layout <layout>', 'local layout: host-path (default) or path')
     .option(
       '--durability <mode>',
-      'batch (default: verified files are staged, then one file-system flush per 1,024 makes them durable before they are renamed into place and recorded), file (fsync each file before its rename), or none (no fsync: a power loss may lose recent files)',
+      'batch (default: verified files are staged, then a file-system flush every 512 files or 250 ms makes them durable before they are renamed into place and recorded), file (fsync each file before its rename), or none (no fsync: a power loss may lose recent files)',
     )
     .option(
       '--follow',

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { renameSync, rmSync, stat } from 'node:fs';
+import { rename, stat } from 'node:fs';
 import { open, rm } from 'node:fs/promises';
 import { dirname, relative, sep } from 'node:path';
 import { type ErrorCode, ResourceSyncError, isResourceSyncError } from '../core/errors.js';
@@ -79,7 +79,7 @@ export function dryState(real: StateLike | undefined): StateLike {
  *   see {@link syncFileSystem}), the staged files are renamed into place, and the file system is flushed again
  *   (the renames). Larger files are fsynced before their rename, as in `file`. Where syncfs is not available,
  *   each staged file is fsynced (32 at a time) before the renames and the directories after them. Files become
- *   visible under their final names when their batch commits (every 1,024 records, and at the end of a run).
+ *   visible under their final names when their batch commits (every 512 records or 250 ms, and at the end of a run).
  *   Costs: two syncfs per batch, which also wait for anything else dirty on that file system.
  * - `file`: each file is fdatasync'ed before its rename (on the thread pool, so several at once); the
  *   directories of a batch of records are fsynced before the transaction that records the batch commits.
@@ -92,11 +92,12 @@ export interface RecorderOptions {
   readonly durability: Durability;
   /** The copy's directory (the file system `batch` durability flushes). */
   readonly root: string;
-  /** Records per transaction (default 512; 1,024 in `batch` durability). */
+  /** Records per transaction (default 512). */
   readonly batchSize?: number;
   /**
-   * A batch is also committed once its first record or staged file is this old (default 1,000 ms), so a
-   * crash loses at most about this much finished work.
+   * A batch is also committed once its first record or staged file is this old (default 250 ms in `batch`
+   * durability, 1,000 ms otherwise), so a crash loses at most about this much finished work, and a run's last
+   * batch (whose commit the run waits for) stays small.
    */
   readonly flushIntervalMs?: number;
 }
@@ -128,8 +129,8 @@ export class Recorder {
     private readonly state: StateLike,
     private readonly options: RecorderOptions,
   ) {
-    this.batchSize = options.batchSize ?? (options.durability === 'batch' ? 1024 : 512);
-    this.flushIntervalMs = options.flushIntervalMs ?? 1000;
+    this.batchSize = options.batchSize ?? 512;
+    this.flushIntervalMs = options.flushIntervalMs ?? (options.durability === 'batch' ? 250 : 1000);
   }
 
   /** True when the current batch is full or old enough to commit. */
@@ -211,15 +212,26 @@ export class Recorder {
         fsyncFile,
       );
     }
+    // On the thread pool, several at once: a rename over an existing file frees the old one's blocks, which
+    // took ~75 µs per 2 KB file here (1,000 replaced files held the event loop for 75 ms when done in line).
+    // Staged files are distinct temporary names; two staged versions of one target keep their order.
     let failure: unknown;
+    const byTarget = new Map<string, string[]>();
     for (const s of staged) {
-      try {
-        renameSync(s.tmp, s.target);
-      } catch (e) {
-        rmSync(s.tmp, { force: true });
-        failure ??= new ResourceSyncError('RS_IO', `cannot install ${s.target}: ${(e as Error).message}`, { cause: e });
-      }
+      const list = byTarget.get(s.target);
+      if (list === undefined) byTarget.set(s.target, [s.tmp]);
+      else list.push(s.tmp);
     }
+    await forEachLimited([...byTarget], 16, async ([target, tmps]) => {
+      for (const tmp of tmps) {
+        try {
+          await renameAsync(tmp, target);
+        } catch (e) {
+          await rm(tmp, { force: true }).catch(() => undefined);
+          failure ??= new ResourceSyncError('RS_IO', `cannot install ${target}: ${(e as Error).message}`, { cause: e });
+        }
+      }
+    });
     if (failure !== undefined) throw failure;
     if (!(await syncFileSystem(root))) {
       const dirs = new Set<string>();
@@ -228,6 +240,10 @@ export class Recorder {
       await forEachLimited([...dirs], 32, syncDir);
     }
   }
+}
+
+function renameAsync(from: string, to: string): Promise<void> {
+  return new Promise((resolve, reject) => rename(from, to, (e) => (e === null ? resolve() : reject(e))));
 }
 
 async function fsyncFile(path: string): Promise<void> {

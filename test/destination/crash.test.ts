@@ -134,7 +134,7 @@ describe('kill -9 mid-run, then rerun', { timeout: 60_000 }, () => {
       ]);
       // In `batch` durability the kill waits for a committed batch (a kill during its renames is fine for the
       // copy, but leaves too little to check that applied changes are kept).
-      const committed = recordedAfter(dir, src.url('/res/r0.txt'), AT);
+      const committed = recordedAfter(dir, src.url('/res/r25.txt'), AT); // applied in order at concurrency 1;
       try {
         assert.ok(
           await killWhen(child2, () => resourceHits(src) - start2 >= 30 && (durability === 'file' || committed())),
