@@ -112,7 +112,7 @@ async function answer(url: string, close: () => Promise<void>): Promise<void> {
   for await (const line of createInterface({ input: process.stdin })) {
     if (line === 'cpu') {
       const c = process.cpuUsage();
-      process.stdout.write(`${JSON.stringify({ cpu: c.user + c.system })}\n`);
+      process.stdout.write(`${JSON.stringify({ cpu: c.user + c.system, sys: c.system })}\n`);
     }
   }
   await close();
@@ -123,7 +123,7 @@ async function answer(url: string, close: () => Promise<void>): Promise<void> {
 interface Child {
   readonly process: ChildProcess;
   readonly url: string;
-  cpu(): Promise<number>;
+  cpu(): Promise<{ cpu: number; sys: number }>;
 }
 
 async function startChild(mode: 'source' | 'bare' | 'bare-sync', dir: string): Promise<Child> {
@@ -142,7 +142,7 @@ async function startChild(mode: 'source' | 'bare' | 'bare-sync', dir: string): P
     async cpu() {
       child.stdin!.write('cpu\n');
       const next = await lines.next();
-      return (JSON.parse(String(next.value)) as { cpu: number }).cpu;
+      return JSON.parse(String(next.value)) as { cpu: number; sys: number };
     },
   };
 }
@@ -173,6 +173,7 @@ async function fetchAll(pool: Pool, paths: readonly string[]): Promise<number> {
 interface Figures {
   rps: number;
   cpuUs: number;
+  sysUs: number;
 }
 
 async function measure(c: Child, paths: readonly string[]): Promise<Figures> {
@@ -183,7 +184,11 @@ async function measure(c: Child, paths: readonly string[]): Promise<Figures> {
     const cpu0 = await c.cpu();
     const seconds = await fetchAll(pool, paths);
     const cpu1 = await c.cpu();
-    return { rps: paths.length / seconds, cpuUs: (cpu1 - cpu0) / paths.length };
+    return {
+      rps: paths.length / seconds,
+      cpuUs: (cpu1.cpu - cpu0.cpu) / paths.length,
+      sysUs: (cpu1.sys - cpu0.sys) / paths.length,
+    };
   } finally {
     await pool.close();
   }
@@ -194,8 +199,8 @@ function median(xs: readonly number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-function fmt(f: { rps: number[]; cpuUs: number[] }): string {
-  return `${Math.round(median(f.rps))} req/s, ${median(f.cpuUs).toFixed(1)} µs CPU/GET  (runs: ${f.cpuUs.map((x) => x.toFixed(0)).join(' / ')} µs)`;
+function fmt(f: { rps: number[]; cpuUs: number[]; sysUs: number[] }): string {
+  return `${Math.round(median(f.rps))} req/s, ${median(f.cpuUs).toFixed(1)} µs CPU/GET of which system ${median(f.sysUs).toFixed(1)}  (runs: ${f.cpuUs.map((x) => x.toFixed(0)).join(' / ')} µs)`;
 }
 
 async function main(): Promise<void> {
@@ -231,10 +236,10 @@ async function main(): Promise<void> {
     await measure(bare, pathsOf(0)); // warm-up
     await measure(bareSync, pathsOf(0));
     await measure(source, pathsOf(0));
-    const first = { rps: [] as number[], cpuUs: [] as number[] };
-    const repeat = { rps: [] as number[], cpuUs: [] as number[] };
-    const floor = { rps: [] as number[], cpuUs: [] as number[] };
-    const floorSync = { rps: [] as number[], cpuUs: [] as number[] };
+    const first = { rps: [] as number[], cpuUs: [] as number[], sysUs: [] as number[] };
+    const repeat = { rps: [] as number[], cpuUs: [] as number[], sysUs: [] as number[] };
+    const floor = { rps: [] as number[], cpuUs: [] as number[], sysUs: [] as number[] };
+    const floorSync = { rps: [] as number[], cpuUs: [] as number[], sysUs: [] as number[] };
     for (let run = 1; run <= RUNS; run++) {
       const paths = pathsOf(run);
       for (const [fig, c] of [
@@ -246,6 +251,7 @@ async function main(): Promise<void> {
         const f = await measure(c, paths);
         fig.rps.push(f.rps);
         fig.cpuUs.push(f.cpuUs);
+        fig.sysUs.push(f.sysUs);
       }
     }
     await stopChild(source);

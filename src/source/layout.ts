@@ -49,12 +49,21 @@ export class SiteLayout {
   readonly siteDir: string;
   readonly sourceDescriptionUrl: string;
   readonly #origin: URL;
+  /** `/<base path>resourcesync/` as a request pathname without percent-encoding starts when it names a set document. */
+  readonly #documentsPrefix: string | undefined;
+  /** Capability List URLs by set name (a server puts one in the Link header of every resource response). */
+  readonly #capabilityListUrls = new Map<string, string>();
 
   constructor(baseUrl: URL, siteDir: string) {
     this.baseUrl = baseUrl;
     this.siteDir = siteDir;
     this.#origin = new URL('/', baseUrl);
     this.sourceDescriptionUrl = new URL(WELL_KNOWN_PATH, baseUrl).href;
+    try {
+      this.#documentsPrefix = `/${decodeURIComponent(baseUrl.pathname).replace(/^\/+/, '')}${DOCUMENTS_DIR}/`;
+    } catch {
+      this.#documentsPrefix = undefined; // a base path that does not decode: every lookup takes the full way
+    }
   }
 
   get sourceDescriptionPath(): string {
@@ -77,11 +86,28 @@ export class SiteLayout {
   }
 
   capabilityListUrl(setName: string): string {
-    return this.url(setName, 'capabilitylist.xml');
+    let url = this.#capabilityListUrls.get(setName);
+    if (url === undefined) {
+      url = this.url(setName, 'capabilitylist.xml');
+      // Bounded: set names come from the collection's folders (or the configuration).
+      if (this.#capabilityListUrls.size >= 1000) this.#capabilityListUrls.clear();
+      this.#capabilityListUrls.set(setName, url);
+    }
+    return url;
   }
 
   /** Resolves a request pathname (raw, percent-encoded) to a document; undefined when it names none. */
   resolve(pathname: string): DocumentTarget | undefined {
+    // Most requests are for resources: without percent-encoding, the raw path is the decoded one, and a
+    // document path is the Source Description or starts with the documents' directory.
+    const documents = this.#documentsPrefix;
+    if (
+      documents !== undefined &&
+      !pathname.includes('%') &&
+      pathname !== WELL_KNOWN_PATH &&
+      !pathname.startsWith(documents)
+    )
+      return undefined;
     const rel = requestRelativePath(this.#origin, pathname, true);
     if (rel === undefined) return undefined;
     if (`/${rel}` === WELL_KNOWN_PATH)

@@ -28,7 +28,8 @@
  *   503 + Retry-After while the Source is opening, or when a file no longer has its recorded length (the
  *   watcher is about to record the change). A 500 (a Source that throws) carries a small text body only.
  * - Timeouts: headers, whole request, idle keep-alive, and an idle-socket timeout that drops clients that stop
- *   reading (slow-client protection); it is suspended while the Source looks up or generates a document.
+ *   reading (slow-client protection); a socket whose request waits for the Source (a lookup, a document being
+ *   generated) is spared until its response starts.
  *   Graceful {@link SourceServer.close}: stop accepting, let in-flight responses finish until a deadline, then
  *   destroy the remaining connections.
  *
@@ -177,7 +178,10 @@ export function createSourceServer(
   let closing = false;
   let closePromise: Promise<void> | undefined;
   const inFlight = new Set<ServerResponse>();
-  const busySockets = new WeakSet<Socket>();
+  /** The response being produced on each socket (from the request until it ends). */
+  const responses = new WeakMap<Socket, ServerResponse>();
+  /** `Link` header values by Capability List URL (one per set). */
+  const linkValues = new Map<string, string>();
 
   const server = createServer(
     {
@@ -193,13 +197,21 @@ export function createSourceServer(
   );
   server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 5_000;
   server.maxConnections = options.maxConnections ?? 1_000;
-  // No 'timeout' listener: Node destroys a socket idle for this long (a client that stopped reading).
-  const idleTimeoutMs = options.idleTimeoutMs ?? 60_000;
-  server.setTimeout(idleTimeoutMs);
+  // Node arms this idle timeout on every socket and re-arms it for every request and on every read and write.
+  server.setTimeout(options.idleTimeoutMs ?? 60_000);
+  server.on('timeout', (socket: Socket) => {
+    // While the Source looks up or generates (a cold Resource List of a million entries takes a while), the
+    // socket is quiet through no fault of the client: spared. The timer starts again with the response's first
+    // write. Any other idle socket (a client that stopped reading, an idle keep-alive connection) is destroyed,
+    // as Node does without this listener.
+    const res = responses.get(socket);
+    if (res !== undefined && !res.headersSent && !res.destroyed) return;
+    socket.destroy();
+  });
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
     // A response is being written on this socket (e.g. junk after a `Connection: close` request): let it finish;
     // the parser will not read another request from this socket, so it closes after that response.
-    if (busySockets.has(socket)) return;
+    if (responses.has(socket)) return;
     if (!socket.writable || err.code === 'ECONNRESET' || err.code === 'HPE_CLOSED_CONNECTION') {
       socket.destroy();
       return;
@@ -214,17 +226,18 @@ export function createSourceServer(
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const started = performance.now();
+    const onRequest = options.onRequest;
+    const started = onRequest === undefined ? 0 : performance.now();
     const method = req.method ?? 'GET';
     const target = req.url ?? '/';
     const socket = req.socket;
     const writtenBefore = socket.bytesWritten;
     inFlight.add(res);
-    busySockets.add(socket);
+    responses.set(socket, res);
     res.on('close', () => {
       inFlight.delete(res);
-      busySockets.delete(socket);
-      options.onRequest?.({
+      if (responses.get(socket) === res) responses.delete(socket);
+      onRequest?.({
         method,
         target,
         status: res.statusCode,
@@ -237,14 +250,6 @@ export function createSourceServer(
     });
     if (closing) res.setHeader('Connection', 'close');
     res.setHeader('X-Content-Type-Options', 'nosniff');
-    // While the Source looks up or generates (a cold Resource List of a million entries takes a while), the
-    // socket is quiet through no fault of the client: the idle timeout resumes when the response starts.
-    socket.setTimeout(0);
-    const writeHead = res.writeHead;
-    res.writeHead = ((...args: Parameters<typeof res.writeHead>) => {
-      socket.setTimeout(idleTimeoutMs);
-      return writeHead.apply(res, args);
-    }) as typeof res.writeHead;
     try {
       await route(req, res, method, target);
     } catch (e) {
@@ -404,7 +409,13 @@ export function createSourceServer(
           }
         }
         // Appended: a request handler mounted before this one (notifications) may have set Link values too.
-        res.appendHeader('Link', `<${capabilityList}>; rel="resourcesync"`);
+        let link = linkValues.get(capabilityList);
+        if (link === undefined) {
+          link = `<${capabilityList}>; rel="resourcesync"`;
+          if (linkValues.size >= 1000) linkValues.clear();
+          linkValues.set(capabilityList, link);
+        }
+        res.appendHeader('Link', link);
       }
       const length = segmentsLength(plan);
       const rangeHeader = req.headers.range;
@@ -495,7 +506,9 @@ export function createSourceServer(
       if ('data' in h) {
         // A small file: one write (memory: SMALL_BODY_BYTES plus an injected link).
         res.writeHead(status);
-        res.end(materialize(plan, h.data));
+        const only = plan.length === 1 ? plan[0] : undefined;
+        const whole = only?.kind === 'file' && only.start === 0 && only.end === h.data.length;
+        res.end(whole ? h.data : materialize(plan, h.data));
         return 'sent';
       }
       res.writeHead(status);

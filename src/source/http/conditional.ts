@@ -148,6 +148,14 @@ export type PreconditionOutcome = 'proceed' | 'not-modified' | 'precondition-fai
  * ```
  */
 export function evaluatePreconditions(h: ConditionalHeaders, v: Validators): PreconditionOutcome {
+  // The common case, decided without parsing the validators.
+  if (
+    h.ifMatch === undefined &&
+    h.ifNoneMatch === undefined &&
+    h.ifModifiedSince === undefined &&
+    h.ifUnmodifiedSince === undefined
+  )
+    return 'proceed';
   const current = parseEntityTag(v.etag);
   const alternates = (v.alsoMatches ?? []).map(parseEntityTag).filter((t): t is EntityTag => t !== undefined);
   const lastModifiedSec = Math.floor(v.lastModified / 1000);
