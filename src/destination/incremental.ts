@@ -89,7 +89,7 @@ export async function runIncremental(
       checkGap(index.docs, index.from, wm, url);
       for (const pkg of selectIntervals(index.docs, wm)) {
         ctx.checkAborted();
-        const r = await applyChangePackage(ctx, pkg, wm);
+        const r = await applyChangePackage(ctx, pkg, wm, sources.changeLists.length > 0);
         if (r === undefined) {
           if (sources.changeLists.length === 0) {
             complete = false;
@@ -300,6 +300,7 @@ async function applyChangePackage(
   ctx: SyncContext,
   ref: ChangeDocumentRef,
   wm: string,
+  canFallBack: boolean,
 ): Promise<{ complete: boolean; watermark: string } | undefined> {
   let pkg: DumpPackage;
   try {
@@ -339,7 +340,26 @@ async function applyChangePackage(
           },
         );
     const to = later(later(wm, manifest.header.md?.until ?? ref.until), plan.latest);
+    const failedBefore = ctx.counts.failed;
+    const failuresBefore = ctx.failures.length;
     const ok = await applyPlan(ctx, plan, wm, to, pkg);
+    if (!ok && canFallBack) {
+      // Some bitstreams failed (e.g. one that does not match its manifest entry): the changes applied from
+      // the package stay recorded, and the Change Lists, read from the same watermark, skip them and fetch
+      // the others from the Source. The failures become a warning: they are retried at once.
+      const n = ctx.counts.failed - failedBefore;
+      const sample = ctx.failures
+        .splice(failuresBefore)
+        .slice(0, 3)
+        .map((f) => `${f.uri}: ${f.message} [${f.code}]`);
+      ctx.counts.failed = failedBefore;
+      ctx.warn(
+        'RS_ZIP',
+        `${n} change${n === 1 ? '' : 's'} of the Change Dump package could not be applied (${sample.join('; ')}${n > sample.length ? '; ...' : ''})`,
+        ref.url,
+      );
+      return undefined;
+    }
     return { complete: ok, watermark: ok ? to : wm };
   } catch (e) {
     if (isResourceSyncError(e, 'RS_ABORTED')) throw e;

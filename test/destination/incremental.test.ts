@@ -234,6 +234,32 @@ describe('incremental', () => {
     assert.equal(tree.has(local('/res/r2.txt')), false);
   });
 
+  it('fetches from the Change Lists what a Change Dump package holds wrong, keeping what it applied', async () => {
+    await baseline();
+    const l = lists();
+    await src.publishChangeDump(l, ['/res/r3.txt']);
+    src.publishChangeLists(l);
+    src.publishCapabilities();
+    const start = src.log.length;
+    const s = await dest({ delete: true }).sync();
+    assert.equal(s.counts.failed, 0, JSON.stringify(s.failures));
+    assert.equal(s.complete, true);
+    assert.deepEqual(s.via, ['dump', 'list']);
+    assert.ok(
+      s.warnings.some((w) => w.includes('[RS_ZIP]') && w.includes('could not be applied') && w.includes('/res/r3.txt')),
+      s.warnings.join('\n'),
+    );
+    // Only the resource whose bitstream was wrong is fetched; the rest came from the packages.
+    assert.deepEqual(
+      src.log.slice(start).filter((p) => p.startsWith('/res/')),
+      ['/res/r3.txt'],
+    );
+    const tree = readTree(dir);
+    assert.deepEqual(tree.get(local('/res/r3.txt')), body('r3 v2'));
+    assert.deepEqual(tree.get(local('/res/new1.txt')), body('new1 v2'));
+    assert.equal(s.watermarkAfter, '2024-03-02T11:00:00Z');
+  });
+
   it('keeps the watermark when a change fails, and catches up once the Source is fixed', async () => {
     await baseline();
     src.publishChangeLists(lists());

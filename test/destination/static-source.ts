@@ -294,15 +294,23 @@ ${locs.join('\n')}
     );
   }
 
-  /** Publishes one Change Dump package per list under `/changedump.xml`. */
-  async publishChangeDump(lists: readonly ChangeListSpec[]): Promise<void> {
+  /**
+   * Publishes one Change Dump package per list under `/changedump.xml`. The bitstreams of the changes to
+   * `corrupt` (paths) get one byte flipped in the package, their manifest entries still describing the
+   * right content.
+   */
+  async publishChangeDump(lists: readonly ChangeListSpec[], corrupt: readonly string[] = []): Promise<void> {
     const entries: string[] = [];
     for (let i = 0; i < lists.length; i++) {
       const l = lists[i] as ChangeListSpec;
       const files: [string, Buffer][] = [];
       const urls = l.changes.map((c, j) => {
         const p = `/changes/${j}${c.path}`;
-        if (c.body !== undefined && c.change !== 'deleted') files.push([p.slice(1), c.body]);
+        if (c.body !== undefined && c.change !== 'deleted') {
+          const stored = Buffer.from(c.body);
+          if (corrupt.includes(c.path)) stored[0] = (stored[0] as number) ^ 0xff;
+          files.push([p.slice(1), stored]);
+        }
         const md =
           c.change === 'deleted' || c.body === undefined
             ? `change="${c.change}" datetime="${c.datetime}"`
