@@ -14,6 +14,7 @@ import { openExpected, openListTree, readChangeListIndex } from './documents.js'
 import type { AuditCounts } from './events.js';
 import { isInstallTempName } from './install.js';
 import { walkLocalFiles } from './sweep.js';
+import { UriSet } from './uri-set.js';
 import {
   ChangeCoalescer,
   type ExpectedContent,
@@ -33,9 +34,10 @@ export interface AuditSources {
 const SAMPLES = 20;
 
 /**
- * Audits the local copy. Memory: the set of URIs seen in the Resource List (to find extras), plus the
- * changes recorded since the list's `at` (one per resource). Extras are found by walking the files of the copy
- * (recorded in the state or not).
+ * Audits the local copy. Memory: the URIs seen in the Resource List (to find extras) are kept in a
+ * {@link UriSet} (in memory up to 100,000, then in a scratch SQLite database under the system's temporary
+ * directory), plus the changes recorded since the list's `at` (one per resource changed since). Extras are
+ * found by walking the files of the copy (recorded in the state or not).
  */
 export async function runAudit(ctx: SyncContext, sources: AuditSources): Promise<AuditCounts> {
   const audit: AuditCounts = {
@@ -53,7 +55,26 @@ export async function runAudit(ctx: SyncContext, sources: AuditSources): Promise
     throw new ResourceSyncError('RS_DISCOVERY', 'the Source offers no Resource List to audit against', {
       url: ctx.options.source,
     });
-  const seen = new Set<string>();
+  const seen = new UriSet();
+  try {
+    await compareAll(ctx, sources, seen, note);
+    // Local files the Source does not have: the tree on disk is the copy (recorded or not, e.g. put by hand).
+    await walkLocalFiles(ctx.options.dir, (file, name) => {
+      if (isInstallTempName(name)) return;
+      const uri = ctx.mapper.toUri(file);
+      if (uri !== undefined && seen.has(uri)) return;
+      note('extra', uri ?? file);
+    });
+  } finally {
+    seen.close();
+  }
+  return audit;
+}
+
+type Note = (kind: 'missing' | 'extra' | 'changed' | 'same', uri: string) => void;
+
+/** Compares every resource of the Resource Lists (and those created since) with the copy; adds them to `seen`. */
+async function compareAll(ctx: SyncContext, sources: AuditSources, seen: UriSet, note: Note): Promise<void> {
   for (const url of sources.resourceLists) {
     const tree = await openListTree(ctx, url);
     const changes = await changesSince(ctx, sources.changeLists, tree.at());
@@ -73,14 +94,6 @@ export async function runAudit(ctx: SyncContext, sources: AuditSources): Promise
       await compareOne(ctx, change.uri, undefined, change, note);
     }
   }
-  // Local files the Source does not have: the tree on disk is the copy (recorded or not, e.g. put by hand).
-  await walkLocalFiles(ctx.options.dir, (file, name) => {
-    if (isInstallTempName(name)) return;
-    const uri = ctx.mapper.toUri(file);
-    if (uri !== undefined && seen.has(uri)) return;
-    note('extra', uri ?? file);
-  });
-  return audit;
 }
 
 async function compareOne(
@@ -88,7 +101,7 @@ async function compareOne(
   uri: string,
   entry: Entry | undefined,
   change: PlannedChange | undefined,
-  note: (kind: 'missing' | 'extra' | 'changed' | 'same', uri: string) => void,
+  note: Note,
 ): Promise<void> {
   let target: string;
   try {
