@@ -13,7 +13,10 @@
  * warms the server up; each timed run then fetches a set never requested before ("first GET" of each path, what a
  * harvest does), and fetches it a second time ("repeat GET", e.g. a later audit).
  *
- * Run: `node --import tsx bench/source-get.ts [--files 10000] [--runs 3] [--size 2048]`
+ * Paths are asked for in the Resource List's order (binary order of the path, which is the store's), as a
+ * Destination harvests a list; `--order numeric` asks r0, r1, r2, ... instead (no relation to the store's order).
+ *
+ * Run: `node --import tsx bench/source-get.ts [--files 10000] [--runs 3] [--size 2048] [--order list|numeric]`
  * Profile the Source: `SOURCE_GET_PROFILE='--cpu-prof --cpu-prof-dir=/tmp/prof' node --import tsx bench/source-get.ts`
  *
  * @module
@@ -40,6 +43,8 @@ function arg(name: string, fallback: number): number {
 const N = arg('files', 10_000);
 const RUNS = arg('runs', 3);
 const SIZE = arg('size', 2048);
+/** `list`: the Resource List's order (binary on the path), as a Destination harvests; `numeric`: r0, r1, r2, ... */
+const ORDER = process.argv.includes('--order') ? process.argv[process.argv.indexOf('--order') + 1] : 'list';
 const CONNECTIONS = 16;
 const IN_FLIGHT = 32;
 
@@ -216,7 +221,10 @@ async function main(): Promise<void> {
       for (let i = 0; i < N; i++) writes.push(writeFile(join(work, 'collection', relPath(s, i)), body));
       await Promise.all(writes);
     }
-    const pathsOf = (s: number) => Array.from({ length: N }, (_, i) => `/${relPath(s, i)}`);
+    const pathsOf = (s: number) => {
+      const paths = Array.from({ length: N }, (_, i) => `/${relPath(s, i)}`);
+      return ORDER === 'numeric' ? paths : paths.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+    };
     const t0 = performance.now();
     const source = await startChild('source', work);
     // The start-up scan runs after listening: wait until a resource is served.
@@ -227,7 +235,7 @@ async function main(): Promise<void> {
       await new Promise((r) => setTimeout(r, 100));
     }
     process.stdout.write(
-      `# Source GET of ${SIZE} B resources: ${N} per run, ${RUNS} runs (median), undici Pool ${CONNECTIONS} connections, ${IN_FLIGHT} in flight; ${sets * N} files scanned in ${((performance.now() - t0) / 1000).toFixed(1)} s; load average ${loadavg()
+      `# Source GET of ${SIZE} B resources: ${N} per run, ${RUNS} runs (median), undici Pool ${CONNECTIONS} connections, ${IN_FLIGHT} in flight, ${ORDER} order; ${sets * N} files scanned in ${((performance.now() - t0) / 1000).toFixed(1)} s; load average ${loadavg()
         .map((x) => x.toFixed(2))
         .join(' ')}\n`,
     );

@@ -28,6 +28,7 @@ import {
   type SourceLimits,
   type SourceOptions,
 } from './source.js';
+import { RecordCache } from './record-cache.js';
 import { openSqliteStore } from './sqlite-store.js';
 import type { ChangeInput, ResourceRecord, SourceStore } from './store.js';
 import { startWatching, type WatchHandle } from './watch.js';
@@ -242,15 +243,12 @@ const OPEN_CHECKED_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsCon
 
 /** The {@link SiteFile} of a stored collection file found at `path` (with its bytes when they were read). */
 function siteFileOf(rec: ResourceRecord, path: string, data: Buffer | undefined): SiteFile {
-  const sha = rec.hashes['sha-256'] ?? rec.hashes.md5 ?? rec.fileId ?? '';
-  const file = {
-    path,
-    contentType: rec.type ?? 'application/octet-stream',
-    length: rec.length,
-    etag: `"${sha}"`,
-    lastModified: new Date(rec.lastmodMs),
-  };
-  return data === undefined ? file : { ...file, data };
+  const etag = `"${rec.hashes['sha-256'] ?? rec.hashes.md5 ?? rec.fileId ?? ''}"`;
+  const contentType = rec.type ?? 'application/octet-stream';
+  const lastModified = new Date(rec.lastmodMs);
+  return data === undefined
+    ? { path, contentType, length: rec.length, etag, lastModified }
+    : { path, contentType, length: rec.length, etag, lastModified, data };
 }
 
 class DirectorySourceImpl implements DirectorySource {
@@ -264,6 +262,9 @@ class DirectorySourceImpl implements DirectorySource {
   #queue: Promise<unknown> = Promise.resolve();
   #watcher: WatchHandle | undefined;
   #closed = false;
+  /** Inventory records of recently served files (invalidated around every write through this Source). */
+  readonly #records: RecordCache;
+  readonly #unsubscribe: () => void;
 
   readonly #stop: AbortController;
 
@@ -281,6 +282,9 @@ class DirectorySourceImpl implements DirectorySource {
     this.stateDir = stateDir;
     this.#ctx = ctx;
     this.#options = options;
+    this.#records = new RecordCache(source.store);
+    // Writes through the Source itself (recordChanges) besides the scans' records below.
+    this.#unsubscribe = source.onChange(() => this.#records.invalidate());
   }
 
   get baseUrl(): URL {
@@ -298,7 +302,12 @@ class DirectorySourceImpl implements DirectorySource {
   }
 
   #record = async (changes: ChangeInput[], log: boolean): Promise<void> => {
-    await this.source.record(changes, log);
+    this.#records.invalidate();
+    try {
+      await this.source.record(changes, log);
+    } finally {
+      this.#records.invalidate();
+    }
   };
 
   scan(): Promise<ScanStats> {
@@ -412,7 +421,7 @@ class DirectorySourceImpl implements DirectorySource {
       }
       if (opened !== abs) return undefined;
       if (this.#ctx.exclude.some((x) => abs === x || abs.startsWith(`${x}/`))) return undefined;
-      const rec = await this.store.getResource(rel);
+      const rec = await this.#records.get(rel);
       if (rec === undefined || !sameFileState(rec.fileId, st)) return undefined;
       let data: Buffer | undefined;
       if (rec.length <= SMALL_FILE_BYTES) {
@@ -473,6 +482,7 @@ class DirectorySourceImpl implements DirectorySource {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#unsubscribe();
     // A scan in progress stops at the next file; what it recorded stays (the next start-up scan resumes).
     this.#stop.abort();
     await this.unwatch();

@@ -61,6 +61,8 @@ export function requestRelativePath(baseUrl: URL, pathname: string, allowHidden 
   // Compare on the raw form: the base path is itself percent-encoded by URL.
   if (!pathname.startsWith(basePath)) return undefined;
   const rest = pathname.slice(basePath.length);
+  // Without percent-encoding every segment decodes to itself (and none can hide a slash).
+  if (!rest.includes('%')) return isSafeRelativePath(rest, allowHidden) ? rest : undefined;
   const segments: string[] = [];
   for (const raw of rest.split('/')) {
     let seg: string;

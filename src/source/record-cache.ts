@@ -1,0 +1,111 @@
+/**
+ * A bounded cache of inventory records in front of a {@link SourceStore}, for the resource lookups of a server:
+ * a GET needs the stored record (hash for the ETag, media type, last modification, file identity) of the file
+ * it serves, and a Destination harvesting a Resource List asks for the resources in the list's order, which is
+ * the store's order (binary on the key). So a miss also reads the records that follow it (one range query), as
+ * long as such read-ahead turns out to be used; with requests in no particular order it soon stops (then one
+ * small probe every {@link PROBE_EVERY} misses).
+ *
+ * Correctness does not rest on the cache alone: the caller still compares the record's file identity with the
+ * file it opened (a changed file takes the full way), and the owner calls {@link RecordCache.invalidate} around
+ * every write to the store (a write racing with a lookup leaves nothing stale behind: a lookup that saw a write
+ * start or end while it ran does not fill the cache).
+ *
+ * Memory: at most `maxEntries` records (default 4,096; a record is a few hundred bytes), plus one read-ahead
+ * batch of `readAhead` records.
+ *
+ * @module
+ */
+import type { ResourceRecord, SourceStore } from './store.js';
+
+/** Options of {@link RecordCache}. */
+export interface RecordCacheOptions {
+  /** Records kept at most (oldest dropped first). Default 4,096. */
+  readonly maxEntries?: number;
+  /** Records read after a miss, in key order. Default 63; 0 disables read-ahead. */
+  readonly readAhead?: number;
+}
+
+/** A miss without read-ahead (which was not used lately) still reads ahead every this many misses. */
+const PROBE_EVERY = 16;
+
+interface Cached {
+  readonly record: ResourceRecord;
+  /** Brought in by a read-ahead and not asked for yet. */
+  ahead: boolean;
+}
+
+/** See the module comment. */
+export class RecordCache {
+  readonly #store: SourceStore;
+  readonly #maxEntries: number;
+  readonly #readAhead: number;
+  readonly #entries = new Map<string, Cached>();
+  /** Bumped by {@link invalidate}: a lookup fills the cache only when it did not change meanwhile. */
+  #generation = 0;
+  /** Records the last read-ahead brought in, and how many of them were asked for since. */
+  #aheadRead = 0;
+  #aheadUsed = 0;
+  #missesSinceAhead = 0;
+
+  constructor(store: SourceStore, options: RecordCacheOptions = {}) {
+    this.#store = store;
+    this.#maxEntries = Math.max(1, options.maxEntries ?? 4096);
+    this.#readAhead = Math.max(0, Math.min(options.readAhead ?? 63, this.#maxEntries - 1));
+  }
+
+  /** Number of records held (for tests). */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** Forgets everything; lookups running now will not fill the cache. Call before and after a store write. */
+  invalidate(): void {
+    this.#generation++;
+    this.#entries.clear();
+  }
+
+  /** The stored record of `uri` (as {@link SourceStore.getResource}), from the cache when it holds it. */
+  async get(uri: string): Promise<ResourceRecord | undefined> {
+    const hit = this.#entries.get(uri);
+    if (hit !== undefined) {
+      if (hit.ahead) {
+        hit.ahead = false;
+        this.#aheadUsed++;
+      }
+      return hit.record;
+    }
+    const generation = this.#generation;
+    const record = await this.#store.getResource(uri);
+    if (record === undefined || generation !== this.#generation) return record;
+    this.#put(uri, { record, ahead: false });
+    // Read ahead while it pays: at least a quarter of the last batch was asked for (or as an occasional probe).
+    this.#missesSinceAhead++;
+    if (this.#readAhead > 0 && (this.#aheadUsed * 4 >= this.#aheadRead || this.#missesSinceAhead >= PROBE_EVERY)) {
+      const batch: ResourceRecord[] = [];
+      for await (const r of this.#store.resources({ after: uri, pageSize: this.#readAhead })) {
+        batch.push(r);
+        if (batch.length >= this.#readAhead) break;
+      }
+      if (generation !== this.#generation) return record;
+      let added = 0;
+      for (const r of batch)
+        if (!this.#entries.has(r.uri)) {
+          this.#put(r.uri, { record: r, ahead: true });
+          added++;
+        }
+      this.#aheadRead = added;
+      this.#aheadUsed = 0;
+      this.#missesSinceAhead = 0;
+    }
+    return record;
+  }
+
+  #put(uri: string, entry: Cached): void {
+    if (this.#entries.size >= this.#maxEntries) {
+      const oldest = this.#entries.keys().next();
+      if (oldest.done !== true) this.#entries.delete(oldest.value);
+    }
+    this.#entries.set(uri, entry);
+  }
+}

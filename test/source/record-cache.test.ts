@@ -1,0 +1,150 @@
+// RecordCache over a real SQLite store: answers as the store does, reads ahead in key order while that is used
+// and stops when it is not, stays bounded, forgets on invalidate(), and a lookup racing with a write leaves
+// nothing stale behind.
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { RecordCache } from '../../src/source/record-cache.js';
+import { openSqliteStore } from '../../src/source/sqlite-store.js';
+import type { ResourceRecord, SourceStore } from '../../src/source/store.js';
+
+let dir = '';
+let store: SourceStore;
+const N = 500;
+const key = (i: number) => `d/r${String(i).padStart(4, '0')}.txt`;
+
+async function put(i: number, sha: string): Promise<void> {
+  await store.recordChanges(
+    [
+      {
+        uri: key(i),
+        change: 'updated',
+        setName: 'default',
+        length: 10,
+        type: 'text/plain',
+        hashes: { 'sha-256': sha },
+        lastmodMs: 1_700_000_000_000 + i,
+        fileId: `10:${i}:${i}`,
+      },
+    ],
+    { log: false },
+  );
+}
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'rs-record-cache-'));
+  store = await openSqliteStore({ path: join(dir, 'source.db') });
+  await store.recordChanges(
+    Array.from({ length: N }, (_, i) => ({
+      uri: key(i),
+      change: 'created' as const,
+      setName: 'default',
+      length: 10,
+      type: 'text/plain',
+      hashes: { 'sha-256': `h${i}` },
+      lastmodMs: 1_700_000_000_000 + i,
+      fileId: `10:${i}:${i}`,
+    })),
+    { log: false },
+  );
+});
+after(async () => {
+  await store?.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** The real store, counting the calls that reach it; `gate` holds getResource until released. */
+function counted(): {
+  store: SourceStore;
+  gets: () => number;
+  ranges: () => number;
+  hold: () => () => void;
+} {
+  let gets = 0;
+  let ranges = 0;
+  let gate: Promise<void> | undefined;
+  const wrapped: SourceStore = Object.create(store) as SourceStore;
+  Object.assign(wrapped, {
+    getResource: async (uri: string) => {
+      gets++;
+      if (gate !== undefined) await gate;
+      return store.getResource(uri);
+    },
+    resources: (options?: { after?: string; pageSize?: number }) => {
+      ranges++;
+      return store.resources(options);
+    },
+  });
+  return {
+    store: wrapped,
+    gets: () => gets,
+    ranges: () => ranges,
+    hold: () => {
+      let release: () => void = () => undefined;
+      gate = new Promise((r) => (release = r));
+      return () => {
+        gate = undefined;
+        release();
+      };
+    },
+  };
+}
+
+describe('RecordCache', () => {
+  it('answers as the store does, hits included, and misses with undefined', async () => {
+    const cache = new RecordCache(store);
+    for (const i of [0, 1, 2, 250, 3, 499, 2])
+      assert.deepEqual(await cache.get(key(i)), await store.getResource(key(i)));
+    assert.equal(await cache.get('d/nothing.txt'), undefined);
+  });
+
+  it('in key order, one range read serves the following lookups', async () => {
+    const c = counted();
+    const cache = new RecordCache(c.store, { readAhead: 63 });
+    for (let i = 0; i < 256; i++) assert.equal((await cache.get(key(i)))?.hashes['sha-256'], `h${i}`);
+    assert.equal(c.gets(), 4, 'one lookup per 64 records');
+    assert.equal(c.ranges(), 4);
+  });
+
+  it('in no order, read-ahead stops after it went unused (an occasional probe only)', async () => {
+    const c = counted();
+    const cache = new RecordCache(c.store, { readAhead: 63 });
+    // A stride of 97 over 500 keys: never the next key in order.
+    for (let k = 0; k < 200; k++) await cache.get(key((k * 97) % N));
+    assert.ok(c.ranges() <= 1 + Math.ceil(200 / 16), `${c.ranges()} range reads`);
+  });
+
+  it('stays within maxEntries', async () => {
+    const cache = new RecordCache(store, { maxEntries: 50, readAhead: 20 });
+    for (let i = 0; i < N; i++) await cache.get(key(i));
+    assert.ok(cache.size <= 50, String(cache.size));
+  });
+
+  it('invalidate() forgets: a record changed in the store is seen', async () => {
+    const cache = new RecordCache(store);
+    assert.equal((await cache.get(key(10)))?.hashes['sha-256'], 'h10');
+    await put(10, 'changed');
+    assert.equal((await cache.get(key(10)))?.hashes['sha-256'], 'h10', 'cached until invalidated');
+    cache.invalidate();
+    assert.equal(cache.size, 0);
+    assert.equal((await cache.get(key(10)))?.hashes['sha-256'], 'changed');
+    await put(10, 'h10');
+  });
+
+  it('a lookup that saw an invalidation while it ran does not fill the cache', async () => {
+    const c = counted();
+    const cache = new RecordCache(c.store);
+    const release = c.hold();
+    const pending = cache.get(key(20));
+    await put(20, 'racing'); // a write begins and ends while the lookup waits
+    cache.invalidate();
+    release();
+    const seen: ResourceRecord | undefined = await pending;
+    assert.ok(seen !== undefined);
+    assert.equal(cache.size, 0, 'nothing kept from a lookup that raced with a write');
+    assert.equal((await cache.get(key(20)))?.hashes['sha-256'], 'racing');
+    await put(20, 'h20');
+  });
+});
