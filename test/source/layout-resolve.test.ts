@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { SiteLayout } from '../../src/source/layout.js';
-import { parseBaseUrl } from '../../src/source/paths.js';
+import { parseBaseUrl, requestRelativePath } from '../../src/source/paths.js';
 
 const bases = ['http://example.org/', 'http://example.org/a/', 'http://example.org/a%20b/c/', 'http://example.org//x/'];
 const atoms = [
@@ -29,9 +29,10 @@ const atoms = [
 ];
 
 /** The path with its first unreserved letter percent-encoded (same resource, full decoding forced). */
-function encodeOne(path: string): string | undefined {
-  const i = path.search(/[A-Za-z0-9]/);
-  if (i < 0) return undefined;
+function encodeOne(path: string, from = 0): string | undefined {
+  const found = path.slice(from).search(/[A-Za-z0-9]/);
+  if (found < 0) return undefined;
+  const i = from + found;
   return `${path.slice(0, i)}%${path.charCodeAt(i).toString(16).toUpperCase()}${path.slice(i + 1)}`;
 }
 
@@ -53,6 +54,32 @@ describe('SiteLayout.resolve', () => {
             const encoded = encodeOne(path);
             if (encoded === undefined) return;
             assert.deepEqual(layout.resolve(path), layout.resolve(encoded), `${path} vs ${encoded}`);
+          },
+        ),
+        { numRuns: 1000 },
+      );
+    });
+  }
+
+  for (const base of bases) {
+    it(`requestRelativePath without percent-encoding answers as with it (base ${base})`, () => {
+      const url = parseBaseUrl(base);
+      const prefixes = ['/', url.pathname, url.pathname.replace(/^\/+/, '/')];
+      fc.assert(
+        fc.property(
+          fc.constantFrom(...prefixes),
+          fc.array(fc.constantFrom(...atoms, '.hidden', 'a\\b'), { minLength: 1, maxLength: 5 }),
+          fc.boolean(),
+          (prefix, parts, allowHidden) => {
+            const path = `${prefix}${parts.map((p) => p.replace(/ /g, '%20')).join('/')}`;
+            // After the prefix: the base path itself is compared as sent (raw).
+            const encoded = encodeOne(path, path.startsWith(url.pathname) ? url.pathname.length : 0);
+            if (encoded === undefined) return;
+            assert.equal(
+              requestRelativePath(url, path, allowHidden),
+              requestRelativePath(url, encoded, allowHidden),
+              `${path} vs ${encoded}`,
+            );
           },
         ),
         { numRuns: 1000 },
