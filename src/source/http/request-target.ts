@@ -54,9 +54,16 @@ export function checkRequestTarget(target: string): TargetResult {
     if (c === 0x5c) return { ok: false, reason: 'backslash in path' };
   }
   const segments = pathname.slice(1).split('/');
+  // Without percent-encoding a segment is its own decoding, and can hold no NUL, slash or backslash (refused
+  // above): only empty and dot segments remain to look for.
+  const encoded = pathname.includes('%');
   for (let i = 0; i < segments.length; i++) {
     const seg = segments[i]!;
     if (seg === '' && i < segments.length - 1) return { ok: false, reason: 'empty segment in path' };
+    if (!encoded) {
+      if (seg === '.' || seg === '..') return { ok: false, reason: 'dot segment in path' };
+      continue;
+    }
     const decoded = decodeSegment(seg);
     if (decoded === undefined) return { ok: false, reason: 'malformed percent-encoding in path' };
     if (decoded === '.' || decoded === '..') return { ok: false, reason: 'dot segment in path' };
@@ -81,6 +88,7 @@ export function decodeSegment(segment: string): string | undefined {
  * asks the Source for such a resource (documents such as `/.well-known/resourcesync` are looked up first).
  */
 export function hasHiddenSegment(pathname: string): boolean {
+  if (!pathname.includes('%')) return pathname.startsWith('.') || pathname.includes('/.');
   for (const seg of pathname.split('/')) {
     const decoded = decodeSegment(seg);
     if (decoded === undefined || decoded.startsWith('.')) return true;
