@@ -2,7 +2,8 @@
  * A bounded cache of inventory records in front of a {@link SourceStore}, for the resource lookups of a server:
  * a GET needs the stored record (hash for the ETag, media type, last modification, file identity) of the file
  * it serves, and a Destination harvesting a Resource List asks for the resources in the list's order, which is
- * the store's order (binary on the key). So a miss also reads the records that follow it (one range query), as
+ * the store's order (binary on the key). So a miss also reads the records that follow it (one range query,
+ * {@link SourceStore.resourcesFromSync} when the store has it), as
  * long as such read-ahead turns out to be used; with requests in no particular order it soon stops (then one
  * small probe every {@link PROBE_EVERY} misses).
  *
@@ -75,19 +76,29 @@ export class RecordCache {
       }
       return hit.record;
     }
-    const generation = this.#generation;
-    const record = await this.#store.getResource(uri);
-    if (record === undefined || generation !== this.#generation) return record;
-    this.#put(uri, { record, ahead: false });
     // Read ahead while it pays: at least a quarter of the last batch was asked for (or as an occasional probe).
     this.#missesSinceAhead++;
-    if (this.#readAhead > 0 && (this.#aheadUsed * 4 >= this.#aheadRead || this.#missesSinceAhead >= PROBE_EVERY)) {
-      const batch: ResourceRecord[] = [];
-      for await (const r of this.#store.resources({ after: uri, pageSize: this.#readAhead })) {
-        batch.push(r);
-        if (batch.length >= this.#readAhead) break;
-      }
-      if (generation !== this.#generation) return record;
+    const ahead =
+      this.#readAhead > 0 && (this.#aheadUsed * 4 >= this.#aheadRead || this.#missesSinceAhead >= PROBE_EVERY);
+    const generation = this.#generation;
+    let record: ResourceRecord | undefined;
+    let batch: ResourceRecord[] = [];
+    if (this.#store.resourcesFromSync !== undefined) {
+      // One query for the record and the ones after it.
+      const rows = this.#store.resourcesFromSync(uri, ahead ? 1 + this.#readAhead : 1);
+      if (rows[0]?.uri === uri) record = rows.shift();
+      batch = ahead ? rows : [];
+    } else {
+      record = await this.#store.getResource(uri);
+      if (ahead && record !== undefined && generation === this.#generation)
+        for await (const r of this.#store.resources({ after: uri, pageSize: this.#readAhead })) {
+          batch.push(r);
+          if (batch.length >= this.#readAhead) break;
+        }
+    }
+    if (generation !== this.#generation) return record;
+    if (record !== undefined) this.#put(uri, { record, ahead: false });
+    if (ahead) {
       let added = 0;
       for (const r of batch)
         if (!this.#entries.has(r.uri)) {

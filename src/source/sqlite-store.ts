@@ -224,6 +224,9 @@ class SqliteStore implements SourceStore {
       countAll: db.prepare<[], { n: number }>('SELECT count(*) AS n FROM resources'),
       countSet: db.prepare<[string], { n: number }>('SELECT count(*) AS n FROM resources WHERE set_name = ?'),
       pageAll: db.prepare<[string, number], ResourceRow>('SELECT * FROM resources WHERE uri > ? ORDER BY uri LIMIT ?'),
+      pageFrom: db.prepare<[string, number], ResourceRow>(
+        'SELECT * FROM resources WHERE uri >= ? ORDER BY uri LIMIT ?',
+      ),
       pageSet: db.prepare<[string, string, number], ResourceRow>(
         'SELECT * FROM resources WHERE set_name = ? AND uri > ? ORDER BY uri LIMIT ?',
       ),
@@ -283,6 +286,11 @@ class SqliteStore implements SourceStore {
     this.#check();
     const row = this.#stmts.getResource.get(uri);
     return row === undefined ? undefined : toResource(row);
+  }
+
+  resourcesFromSync(uri: string, limit: number): ResourceRecord[] {
+    this.#check();
+    return this.#stmts.pageFrom.all(uri, Math.max(1, Math.floor(limit))).map(toResource);
   }
 
   async setVersion(setName: string): Promise<number> {

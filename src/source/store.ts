@@ -151,6 +151,12 @@ export interface SourceStore {
   readonly location: string;
   head(): Promise<StoreHead>;
   getResource(uri: string): Promise<ResourceRecord | undefined>;
+  /**
+   * Optional fast path for a server's lookups: the records whose key is `uri` or follows it (binary order), at
+   * most `limit`, read at once and synchronously (the first one is `uri`'s own record when there is one).
+   * Memory: `limit` records.
+   */
+  resourcesFromSync?(uri: string, limit: number): ResourceRecord[];
   /** Version of one set: bumped by every write transaction touching it (documents of the set depend on it). */
   setVersion(setName: string): Promise<number>;
   countResources(setName?: string): Promise<number>;

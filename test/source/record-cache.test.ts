@@ -55,8 +55,12 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** The real store, counting the calls that reach it; `gate` holds getResource until released. */
-function counted(): {
+/**
+ * The real store, counting the calls that reach it (lookups, and range reads past the record asked for);
+ * `sync` keeps its synchronous `resourcesFromSync`, else the store is seen without it. `hold()` makes
+ * getResource wait until released.
+ */
+function counted(sync: boolean): {
   store: SourceStore;
   gets: () => number;
   ranges: () => number;
@@ -65,8 +69,7 @@ function counted(): {
   let gets = 0;
   let ranges = 0;
   let gate: Promise<void> | undefined;
-  const wrapped: SourceStore = Object.create(store) as SourceStore;
-  Object.assign(wrapped, {
+  const overrides: Partial<Record<keyof SourceStore, unknown>> = {
     getResource: async (uri: string) => {
       gets++;
       if (gate !== undefined) await gate;
@@ -75,6 +78,20 @@ function counted(): {
     resources: (options?: { after?: string; pageSize?: number }) => {
       ranges++;
       return store.resources(options);
+    },
+    resourcesFromSync: sync
+      ? (uri: string, limit: number) => {
+          gets++;
+          if (limit > 1) ranges++;
+          return store.resourcesFromSync!(uri, limit);
+        }
+      : undefined,
+  };
+  const wrapped = new Proxy(store, {
+    get(target, prop) {
+      if (prop in overrides) return overrides[prop as keyof SourceStore];
+      const v = (target as unknown as Record<string | symbol, unknown>)[prop];
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
     },
   });
   return {
@@ -100,21 +117,25 @@ describe('RecordCache', () => {
     assert.equal(await cache.get('d/nothing.txt'), undefined);
   });
 
-  it('in key order, one range read serves the following lookups', async () => {
-    const c = counted();
-    const cache = new RecordCache(c.store, { readAhead: 63 });
-    for (let i = 0; i < 256; i++) assert.equal((await cache.get(key(i)))?.hashes['sha-256'], `h${i}`);
-    assert.equal(c.gets(), 4, 'one lookup per 64 records');
-    assert.equal(c.ranges(), 4);
-  });
+  for (const sync of [true, false]) {
+    const how = sync ? 'one synchronous query' : 'getResource + resources()';
+    it(`in key order, one range read serves the following lookups (${how})`, async () => {
+      const c = counted(sync);
+      const cache = new RecordCache(c.store, { readAhead: 63 });
+      for (let i = 0; i < 256; i++) assert.equal((await cache.get(key(i)))?.hashes['sha-256'], `h${i}`);
+      assert.equal(c.gets(), 4, 'one lookup per 64 records');
+      assert.equal(c.ranges(), 4);
+    });
 
-  it('in no order, read-ahead stops after it went unused (an occasional probe only)', async () => {
-    const c = counted();
-    const cache = new RecordCache(c.store, { readAhead: 63 });
-    // A stride of 97 over 500 keys: never the next key in order.
-    for (let k = 0; k < 200; k++) await cache.get(key((k * 97) % N));
-    assert.ok(c.ranges() <= 1 + Math.ceil(200 / 16), `${c.ranges()} range reads`);
-  });
+    it(`in no order, read-ahead stops after it went unused, an occasional probe only (${how})`, async () => {
+      const c = counted(sync);
+      const cache = new RecordCache(c.store, { readAhead: 63 });
+      // A stride of 97 over 500 keys: never the next key in order.
+      for (let k = 0; k < 200; k++)
+        assert.equal((await cache.get(key((k * 97) % N)))?.hashes['sha-256'], `h${(k * 97) % N}`);
+      assert.ok(c.ranges() <= 1 + Math.ceil(200 / 16), `${c.ranges()} range reads`);
+    });
+  }
 
   it('stays within maxEntries', async () => {
     const cache = new RecordCache(store, { maxEntries: 50, readAhead: 20 });
@@ -134,7 +155,7 @@ describe('RecordCache', () => {
   });
 
   it('a lookup that saw an invalidation while it ran does not fill the cache', async () => {
-    const c = counted();
+    const c = counted(false);
     const cache = new RecordCache(c.store);
     const release = c.hold();
     const pending = cache.get(key(20));
