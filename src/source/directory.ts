@@ -354,7 +354,11 @@ class DirectorySourceImpl implements DirectorySource {
   /**
    * A collection file for a request pathname, or undefined (outside the collection, hidden, traversal,
    * symlink leaving the tree, unknown). A file that changed since it was recorded is re-hashed and recorded
-   * first, so the ETag (sha-256) and length always describe what is on disk at that moment.
+   * first, so the ETag (sha-256) and length always describe what is on disk at that moment. A small file
+   * comes with its bytes ({@link SiteFile.data}), read from the descriptor that was checked.
+   *
+   * Memory: the bytes of one small file (at most 64 KiB) per call, plus the shared record cache (4,096
+   * inventory records at most).
    */
   async resource(pathname: string): Promise<SiteFile | undefined> {
     const rel = requestRelativePath(this.baseUrl, pathname);
