@@ -104,6 +104,39 @@ function hashesOf(row: { md5: string | null; sha1: string | null; sha256: string
   return h;
 }
 
+/** A resources row as an array (no object per row from the driver). */
+type RawResourceRow = [
+  uri: string,
+  setName: string,
+  length: number,
+  type: string | null,
+  md5: string | null,
+  sha1: string | null,
+  sha256: string | null,
+  lastmodMs: number,
+  fileId: string | null,
+];
+
+function fromRawResource(row: RawResourceRow): ResourceRecord {
+  const [uri, setName, length, type, md5, sha1, sha256, lastmodMs, fileId] = row;
+  const hashes: Hashes = {};
+  if (md5 !== null) hashes.md5 = md5;
+  if (sha1 !== null) hashes['sha-1'] = sha1;
+  if (sha256 !== null) hashes['sha-256'] = sha256;
+  const r: {
+    uri: string;
+    setName: string;
+    length: number;
+    hashes: Hashes;
+    lastmodMs: number;
+    type?: string;
+    fileId?: string;
+  } = { uri, setName, length, hashes, lastmodMs };
+  if (type !== null) r.type = type;
+  if (fileId !== null) r.fileId = fileId;
+  return r;
+}
+
 function toResource(row: ResourceRow): ResourceRecord {
   const r: {
     uri: string;
@@ -224,9 +257,11 @@ class SqliteStore implements SourceStore {
       countAll: db.prepare<[], { n: number }>('SELECT count(*) AS n FROM resources'),
       countSet: db.prepare<[string], { n: number }>('SELECT count(*) AS n FROM resources WHERE set_name = ?'),
       pageAll: db.prepare<[string, number], ResourceRow>('SELECT * FROM resources WHERE uri > ? ORDER BY uri LIMIT ?'),
-      pageFrom: db.prepare<[string, number], ResourceRow>(
-        'SELECT * FROM resources WHERE uri >= ? ORDER BY uri LIMIT ?',
-      ),
+      pageFrom: db
+        .prepare<[string, number], RawResourceRow>(
+          'SELECT uri, set_name, length, type, md5, sha1, sha256, lastmod_ms, file_id FROM resources WHERE uri >= ? ORDER BY uri LIMIT ?',
+        )
+        .raw(),
       pageSet: db.prepare<[string, string, number], ResourceRow>(
         'SELECT * FROM resources WHERE set_name = ? AND uri > ? ORDER BY uri LIMIT ?',
       ),
@@ -290,7 +325,7 @@ class SqliteStore implements SourceStore {
 
   resourcesFromSync(uri: string, limit: number): ResourceRecord[] {
     this.#check();
-    return this.#stmts.pageFrom.all(uri, Math.max(1, Math.floor(limit))).map(toResource);
+    return this.#stmts.pageFrom.all(uri, Math.max(1, Math.floor(limit))).map(fromRawResource);
   }
 
   async setVersion(setName: string): Promise<number> {

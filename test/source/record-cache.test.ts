@@ -137,6 +137,35 @@ describe('RecordCache', () => {
     });
   }
 
+  it('SQLite resourcesFromSync gives the records getResource gives, in key order from the key', async () => {
+    await store.recordChanges(
+      [
+        {
+          uri: 'e/all-hashes.bin',
+          change: 'created',
+          setName: 'other',
+          length: 3,
+          hashes: { md5: 'm', 'sha-1': 's1', 'sha-256': 's256' },
+          lastmodMs: 5,
+        },
+        { uri: 'e/no-hash.bin', change: 'created', setName: 'other', length: 0, lastmodMs: 6, fileId: '0:6:6' },
+      ],
+      { log: false },
+    );
+    const rows = store.resourcesFromSync!('e/', 5);
+    assert.deepEqual(
+      rows.map((r) => r.uri),
+      ['e/all-hashes.bin', 'e/no-hash.bin'],
+    );
+    for (const r of rows) assert.deepEqual(r, await store.getResource(r.uri));
+    const from = store.resourcesFromSync!(key(7), 3);
+    assert.deepEqual(
+      from.map((r) => r.uri),
+      [key(7), key(8), key(9)],
+    );
+    for (const r of from) assert.deepEqual(r, await store.getResource(r.uri));
+  });
+
   it('stays within maxEntries', async () => {
     const cache = new RecordCache(store, { maxEntries: 50, readAhead: 20 });
     for (let i = 0; i < N; i++) await cache.get(key(i));
