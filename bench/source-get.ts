@@ -14,9 +14,10 @@
  * harvest does), and fetches it a second time ("repeat GET", e.g. a later audit).
  *
  * Paths are asked for in the Resource List's order (binary order of the path, which is the store's), as a
- * Destination harvests a list; `--order numeric` asks r0, r1, r2, ... instead (no relation to the store's order).
+ * Destination harvests a list; `--order numeric` asks r0, r1, r2, ... instead, `--order random` in a fixed
+ * shuffle (no relation to the store's order: the record cache's read-ahead soon stops).
  *
- * Run: `node --import tsx bench/source-get.ts [--files 10000] [--runs 3] [--size 2048] [--order list|numeric]`
+ * Run: `node --import tsx bench/source-get.ts [--files 10000] [--runs 3] [--size 2048] [--order list|numeric|random]`
  * Profile the Source: `SOURCE_GET_PROFILE='--cpu-prof --cpu-prof-dir=/tmp/prof' node --import tsx bench/source-get.ts`
  *
  * @module
@@ -43,7 +44,10 @@ function arg(name: string, fallback: number): number {
 const N = arg('files', 10_000);
 const RUNS = arg('runs', 3);
 const SIZE = arg('size', 2048);
-/** `list`: the Resource List's order (binary on the path), as a Destination harvests; `numeric`: r0, r1, r2, ... */
+/**
+ * `list`: the Resource List's order (binary on the path), as a Destination harvests; `numeric`: r0, r1, r2, ...;
+ * `random`: shuffled (the same shuffle every run).
+ */
 const ORDER = process.argv.includes('--order') ? process.argv[process.argv.indexOf('--order') + 1] : 'list';
 const CONNECTIONS = 16;
 const IN_FLIGHT = 32;
@@ -223,7 +227,18 @@ async function main(): Promise<void> {
     }
     const pathsOf = (s: number) => {
       const paths = Array.from({ length: N }, (_, i) => `/${relPath(s, i)}`);
-      return ORDER === 'numeric' ? paths : paths.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+      if (ORDER === 'numeric') return paths;
+      if (ORDER === 'random') {
+        // Fisher-Yates with a fixed LCG: the same order every run.
+        let x = 12345 + s;
+        for (let i = paths.length - 1; i > 0; i--) {
+          x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+          const j = x % (i + 1);
+          [paths[i], paths[j]] = [paths[j]!, paths[i]!];
+        }
+        return paths;
+      }
+      return paths.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
     };
     const t0 = performance.now();
     const source = await startChild('source', work);

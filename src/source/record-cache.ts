@@ -3,9 +3,9 @@
  * a GET needs the stored record (hash for the ETag, media type, last modification, file identity) of the file
  * it serves, and a Destination harvesting a Resource List asks for the resources in the list's order, which is
  * the store's order (binary on the key). So a miss also reads the records that follow it (one range query,
- * {@link SourceStore.resourcesFromSync} when the store has it), as
- * long as such read-ahead turns out to be used; with requests in no particular order it soon stops (then one
- * small probe every {@link PROBE_EVERY} misses).
+ * {@link SourceStore.resourcesFromSync} when the store has it), as long as such read-ahead turns out to be
+ * used; with requests in no particular order it soon stops (a miss is then one equality lookup, and one miss
+ * in {@link PROBE_EVERY} reads ahead again to notice when the order comes back).
  *
  * Correctness does not rest on the cache alone: the caller still compares the record's file identity with the
  * file it opened (a changed file takes the full way), and the owner calls {@link RecordCache.invalidate} around
@@ -28,7 +28,7 @@ export interface RecordCacheOptions {
 }
 
 /** A miss without read-ahead (which was not used lately) still reads ahead every this many misses. */
-const PROBE_EVERY = 16;
+const PROBE_EVERY = 64;
 
 interface Cached {
   readonly record: ResourceRecord;
@@ -83,12 +83,12 @@ export class RecordCache {
     const generation = this.#generation;
     let record: ResourceRecord | undefined;
     let batch: ResourceRecord[] = [];
-    if (this.#store.resourcesFromSync !== undefined) {
+    if (ahead && this.#store.resourcesFromSync !== undefined) {
       // One query for the record and the ones after it.
-      const rows = this.#store.resourcesFromSync(uri, ahead ? 1 + this.#readAhead : 1);
-      if (rows[0]?.uri === uri) record = rows.shift();
-      batch = ahead ? rows : [];
+      batch = this.#store.resourcesFromSync(uri, 1 + this.#readAhead);
+      if (batch[0]?.uri === uri) record = batch.shift();
     } else {
+      // (An equality lookup: cheaper than a range of one.)
       record = await this.#store.getResource(uri);
       if (ahead && record !== undefined && generation === this.#generation)
         for await (const r of this.#store.resources({ after: uri, pageSize: this.#readAhead })) {
