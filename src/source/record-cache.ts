@@ -44,7 +44,7 @@ export class RecordCache {
   readonly #entries = new Map<string, Cached>();
   /** Bumped by {@link invalidate}: a lookup fills the cache only when it did not change meanwhile. */
   #generation = 0;
-  /** Records the last read-ahead brought in, and how many of them were asked for since. */
+  /** Records the last read-ahead read (new or already held), and how many of those it brought in were asked for since. */
   #aheadRead = 0;
   #aheadUsed = 0;
   #missesSinceAhead = 0;
@@ -76,7 +76,8 @@ export class RecordCache {
       }
       return hit.record;
     }
-    // Read ahead while it pays: at least a quarter of the last batch was asked for (or as an occasional probe).
+    // Read ahead while it pays: at least a quarter of the records the last read-ahead read were new and asked
+    // for before this miss (or as an occasional probe).
     this.#missesSinceAhead++;
     const ahead =
       this.#readAhead > 0 && (this.#aheadUsed * 4 >= this.#aheadRead || this.#missesSinceAhead >= PROBE_EVERY);
@@ -99,13 +100,9 @@ export class RecordCache {
     if (generation !== this.#generation) return record;
     if (record !== undefined) this.#put(uri, { record, ahead: false });
     if (ahead) {
-      let added = 0;
-      for (const r of batch)
-        if (!this.#entries.has(r.uri)) {
-          this.#put(r.uri, { record: r, ahead: true });
-          added++;
-        }
-      this.#aheadRead = added;
+      for (const r of batch) if (!this.#entries.has(r.uri)) this.#put(r.uri, { record: r, ahead: true });
+      // Judged against what was read: a batch mostly held already did not pay either.
+      this.#aheadRead = batch.length;
       this.#aheadUsed = 0;
       this.#missesSinceAhead = 0;
     }
