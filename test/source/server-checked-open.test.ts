@@ -168,3 +168,53 @@ describe('resource lookup by a checked open', () => {
     assert.deepEqual(errors, []);
   });
 });
+
+describe('resource lookup while files are replaced', () => {
+  it('every 200 carries the ETag (sha-256) of the very bytes it sends, with a watcher recording changes', async () => {
+    const { createHash } = await import('node:crypto');
+    const wroot = await mkdtemp(join(tmpdir(), 'rs-checked-open-live-'));
+    const wdir = join(wroot, 'c');
+    await mkdir(wdir);
+    const names = ['a.txt', 'b.txt', 'c.txt'];
+    for (const n of names) await writeFile(join(wdir, n), `${n} v0\n`);
+    const live = await openDirectorySource({
+      dir: wdir,
+      baseUrl: 'http://example.test/',
+      stateDir: join(wroot, 'state'),
+      watch: true,
+      debounceMs: 5,
+    });
+    const liveServer = createSourceServer(live);
+    const livePort = (await liveServer.listen(0, '127.0.0.1')).port;
+    try {
+      let ok = 0;
+      for (let round = 1; round <= 25; round++) {
+        // A new version of each file, renamed into place (a new inode: no in-place rewrite under a reader).
+        for (const n of names) {
+          const tmp = join(wroot, `${n}.tmp`);
+          await writeFile(tmp, `${n} v${round} ${'x'.repeat(round * 7)}\n`);
+          await rename(tmp, join(wdir, n));
+        }
+        const replies = await Promise.all(
+          Array.from({ length: 9 }, (_, k) => fetchRaw(livePort, `/${names[k % names.length]}`)),
+        );
+        for (const r of replies) {
+          if (r.status !== 200) {
+            assert.equal(r.status, 503, `unexpected ${r.status}`); // a length that no longer matches: retry later
+            continue;
+          }
+          const sha = createHash('sha256').update(r.body).digest('hex');
+          assert.equal(r.headers.etag, `"${sha}"`, r.body.toString());
+          assert.equal(r.headers['content-length'], String(r.body.length));
+          ok++;
+        }
+        if (round % 5 === 0) await live.settled();
+      }
+      assert.ok(ok > 100, `${ok} responses checked`);
+    } finally {
+      await liveServer.close();
+      await live.close();
+      await rm(wroot, { recursive: true, force: true });
+    }
+  });
+});
