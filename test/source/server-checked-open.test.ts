@@ -218,3 +218,47 @@ describe('resource lookup while files are replaced', () => {
     }
   });
 });
+
+describe('record cache wiring', () => {
+  it('a record written through the DirectorySource (a scan) clears the cached records', async () => {
+    const wroot = await mkdtemp(join(tmpdir(), 'rs-checked-open-cache-'));
+    const wdir = join(wroot, 'c');
+    await mkdir(wdir);
+    await writeFile(join(wdir, 'a.txt'), 'a\n');
+    await writeFile(join(wdir, 'b.txt'), 'b\n');
+    const s = await openDirectorySource({ dir: wdir, baseUrl: 'http://example.test/', stateDir: join(wroot, 'state') });
+    const srv = createSourceServer(s);
+    const p = (await srv.listen(0, '127.0.0.1')).port;
+    try {
+      const first = await fetchRaw(p, '/a.txt');
+      const rec = await s.store.getResource('a.txt');
+      assert.ok(rec !== undefined && first.headers.etag === `"${rec.hashes['sha-256']}"`);
+      // A write straight into the store (not through the Source), same file identity, another hash.
+      const other = 'f'.repeat(64);
+      await s.store.recordChanges(
+        [
+          {
+            uri: 'a.txt',
+            change: 'updated',
+            setName: rec.setName,
+            length: rec.length,
+            ...(rec.type === undefined ? {} : { type: rec.type }),
+            hashes: { 'sha-256': other },
+            lastmodMs: rec.lastmodMs,
+            ...(rec.fileId === undefined ? {} : { fileId: rec.fileId }),
+          },
+        ],
+        { log: false },
+      );
+      // Not seen yet: the record is cached (a write that bypasses the Source is seen after the next one through it).
+      assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, first.headers.etag);
+      await writeFile(join(wdir, 'b.txt'), 'b changed\n');
+      await s.scanPaths(['b.txt']);
+      assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, `"${other}"`);
+    } finally {
+      await srv.close();
+      await s.close();
+      await rm(wroot, { recursive: true, force: true });
+    }
+  });
+});
