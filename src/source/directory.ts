@@ -265,6 +265,8 @@ class DirectorySourceImpl implements DirectorySource {
   /** Inventory records of recently served files (invalidated around every write through this Source). */
   readonly #records: RecordCache;
   readonly #unsubscribe: () => void;
+  /** False once `/proc/self/fd` turned out not to exist (the checked open is then never tried). */
+  #procFd = true;
 
   readonly #stop: AbortController;
 
@@ -394,9 +396,9 @@ class DirectorySourceImpl implements DirectorySource {
   }
 
   /**
-   * The common case in a few synchronous system calls (and one store lookup), no realpath: opens `abs` without following a final
-   * symlink (and without blocking on a FIFO), then asks the kernel for the path of what it opened
-   * (`/proc/self/fd/N`). When that is exactly `abs` (the root is real and `rel` has no dot segments), no symlink
+   * The common case in a few synchronous system calls (and a record, mostly cached), no realpath: opens `abs`
+   * without following a final symlink (and without blocking on a FIFO), then asks the kernel for the path of
+   * what it opened (`/proc/self/fd/N`). When that is exactly `abs` (the root is real and `rel` has no dot segments), no symlink
    * was followed anywhere on the way and the file is the collection file `rel`: the same answer the realpath
    * checks give, decided on the very descriptor that is read, so a symlink created later is never followed (it
    * fails the open or the path comparison, and the realpath checks then refuse it). The identity (size, mtime,
@@ -444,9 +446,6 @@ class DirectorySourceImpl implements DirectorySource {
       closeSync(fd);
     }
   }
-
-  /** False once `/proc/self/fd` turned out not to exist (the synchronous fast path is then never tried). */
-  #procFd = true;
 
   /** The {@link SiteFile} of a checked collection file, recorded first when it changed since the inventory. */
   async #resourceFile(rel: string, real: string, st: BigIntStats): Promise<SiteFile | undefined> {
