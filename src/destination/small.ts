@@ -175,25 +175,6 @@ export function writeSmallTemp(target: string, body: Uint8Array): string {
 }
 
 /**
- * {@link writeSmallTemp} on the thread pool (`writeFile` with `wx`): creating a file here waits on the file
- * system far more than it uses the CPU (measured: ~170 µs each one after the other, ~50 µs of CPU each when
- * 16 are in flight), so the staged writes of `batch` durability overlap on the pool while the event loop
- * goes on with the downloads.
- */
-export async function writeSmallTempAsync(target: string, body: Uint8Array): Promise<string> {
-  const tmp = smallTempPath(target);
-  try {
-    await new Promise<void>((resolve, reject) =>
-      writeFile(tmp, body, { flag: 'wx', mode: 0o644 }, (e) => (e === null ? resolve() : reject(e))),
-    );
-  } catch (e) {
-    await new Promise<void>((resolve) => unlink(tmp, () => resolve()));
-    throw new ResourceSyncError('RS_IO', `cannot write ${target}: ${(e as Error).message}`, { cause: e });
-  }
-  return tmp;
-}
-
-/**
  * Writes `body` next to `target` and renames it over `target`. A new file is written with synchronous open,
  * write, close and rename on the event loop; with `fsync`, only the fdatasync goes to the thread pool (so
  * several files are flushed at once) and the loop moves on meanwhile. A file replacing an existing one is
