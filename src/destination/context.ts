@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { rename, stat } from 'node:fs';
+import { renameSync, rmSync, stat } from 'node:fs';
 import { open, rm } from 'node:fs/promises';
 import { dirname, relative, sep } from 'node:path';
 import { type ErrorCode, ResourceSyncError, isResourceSyncError } from '../core/errors.js';
@@ -213,26 +213,21 @@ export class Recorder {
         fsyncFile,
       );
     }
-    // On the thread pool, several at once: a rename over an existing file frees the old one's blocks, which
-    // took ~75 µs per 2 KB file here (1,000 replaced files held the event loop for 75 ms when done in line).
-    // Staged files are distinct temporary names; two staged versions of one target keep their order.
+    // Renamed in line, letting the event loop run every 64 renames (a rename over an existing file frees the
+    // old one's blocks: ~75 µs per 2 KB file here). Measured against renames on the thread pool, 16 at a time:
+    // 6,360/s against 5,930-6,050/s for a list baseline (the pool's round trips cost more than they overlap).
+    // Staged versions of one target are renamed in the order they were staged.
     let failure: unknown;
-    const byTarget = new Map<string, string[]>();
+    let n = 0;
     for (const s of staged) {
-      const list = byTarget.get(s.target);
-      if (list === undefined) byTarget.set(s.target, [s.tmp]);
-      else list.push(s.tmp);
-    }
-    await forEachLimited([...byTarget], 16, async ([target, tmps]) => {
-      for (const tmp of tmps) {
-        try {
-          await renameAsync(tmp, target);
-        } catch (e) {
-          await rm(tmp, { force: true }).catch(() => undefined);
-          failure ??= new ResourceSyncError('RS_IO', `cannot install ${target}: ${(e as Error).message}`, { cause: e });
-        }
+      try {
+        renameSync(s.tmp, s.target);
+      } catch (e) {
+        rmSync(s.tmp, { force: true });
+        failure ??= new ResourceSyncError('RS_IO', `cannot install ${s.target}: ${(e as Error).message}`, { cause: e });
       }
-    });
+      if (++n % 64 === 0) await new Promise((r) => setImmediate(r));
+    }
     if (failure !== undefined) throw failure;
     // The renames (and the files other paths installed, fsynced before their rename) need their directories
     // on disk. A second syncfs does it with one device flush; an fsync per directory measured slower here (each
@@ -244,10 +239,6 @@ export class Recorder {
       await forEachLimited([...dirs], 32, syncDir);
     }
   }
-}
-
-function renameAsync(from: string, to: string): Promise<void> {
-  return new Promise((resolve, reject) => rename(from, to, (e) => (e === null ? resolve() : reject(e))));
 }
 
 async function fsyncFile(path: string): Promise<void> {
