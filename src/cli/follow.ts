@@ -95,6 +95,9 @@ interface Receiver {
   close(): Promise<void>;
 }
 
+/** How long a due catch-up may wait behind queued notifications that are being applied straight (ms). */
+const CATCH_UP_MAX_DEFER_MS = 1000;
+
 /** Default safety-net poll while framework notifications are connected (ms). */
 const FRAMEWORK_SAFETY_NET_MS = 15 * 60_000;
 /** Catch-up reasons kept for the next run's report (memory bound). */
@@ -289,6 +292,8 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
     // could not apply, a framework notification about a document of this set, and after the safety-net interval
     // without a run; triggers arriving during a run cause one more.
     let dirty = false;
+    /** When `dirty` was last set (a catch-up has been due since). */
+    let dirtySince = 0;
     const reasons = new Set<string>();
     const direct: (readonly ResourceChange[])[] = [];
     let running: Promise<void> | undefined;
@@ -298,7 +303,10 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
     applierRef = applier;
     const runLoop = async (): Promise<void> => {
       while ((dirty || direct.length > 0) && !abort.signal.aborted) {
-        if (dirty) {
+        // Notified changes already queued go first: applied straight, they reach the copy sooner, and the
+        // catch-up that follows finds them done instead of fetching them itself. A catch-up waits at most
+        // CATCH_UP_MAX_DEFER_MS behind a steady stream of notifications.
+        if (dirty && (direct.length === 0 || Date.now() - dirtySince >= CATCH_UP_MAX_DEFER_MS)) {
           dirty = false;
           const covered = awaiting.splice(0);
           const why = [...reasons];
@@ -381,6 +389,7 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
       });
     };
     const markDirty = (reason: string): void => {
+      if (!dirty) dirtySince = Date.now();
       dirty = true;
       if (reasons.size < MAX_REASONS) reasons.add(reason);
     };
