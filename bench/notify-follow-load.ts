@@ -127,6 +127,17 @@ const latencies = procs
     p.json.filter((e) => e.event === 'applied').flatMap((e) => (e.recordToAppliedMs as number[] | undefined) ?? []),
   )
   .sort((a, b) => a - b);
+if (process.env.BENCH_EVENTS === '1') {
+  // What the first follower did: its events by kind (and by operation for `applied`).
+  const kinds = new Map<string, number>();
+  for (const e of procs[0]?.json ?? []) {
+    const k = e.event === 'applied' ? `applied/${String(e.operation ?? 'run')}` : String(e.event);
+    kinds.set(k, (kinds.get(k) ?? 0) + 1);
+  }
+  console.log(`follower 0 events: ${JSON.stringify(Object.fromEntries(kinds))}`);
+  const stopped = procs[0]?.json.find((e) => e.event === 'stopped');
+  if (stopped !== undefined) console.log(`follower 0 stopped: ${JSON.stringify(stopped)}`);
+}
 const identical = converged.filter((x) => !Number.isNaN(x)).length;
 console.log(`${written} changes written; ${identical}/${followers} followers byte-identical to the Source`);
 console.log(

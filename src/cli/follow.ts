@@ -72,6 +72,15 @@ export interface FollowCommandOptions {
    */
   readonly frameworkCatchUpIntervalMs?: number;
   /**
+   * A framework notification that only says a Change List or Change Dump was created or updated, while every change
+   * notification since the last catch-up was received and applied (the change connection stayed up, nothing
+   * was left over), delays its catch-up by about this much (default 60,000 ms, drawn between half and one and a half times it so
+   * that followers of one Source do not all catch up at once; one pending at a time): the changes it
+   * announces have normally been applied already, and a catch-up per Change List update would make every
+   * follower read the Change List again after each change. Anything else triggers a catch-up at once.
+   */
+  readonly frameworkVerifyDelayMs?: number;
+  /**
    * Apply each notified change directly (download, verify against the notified hash and length, install,
    * record), leaving the watermark to catch-up runs (default true). false: every notification triggers an
    * incremental run instead.
@@ -97,6 +106,9 @@ interface Receiver {
 
 /** How long a due catch-up may wait behind queued notifications that are being applied straight (ms). */
 const CATCH_UP_MAX_DEFER_MS = 1000;
+
+/** Default delay of the catch-up a Change List update triggers while the change stream is intact (ms). */
+const FRAMEWORK_VERIFY_DELAY_MS = 60_000;
 
 /** Default safety-net poll while framework notifications are connected (ms). */
 const FRAMEWORK_SAFETY_NET_MS = 15 * 60_000;
@@ -170,7 +182,14 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
   const receivers: Receiver[] = [];
   let router: CallbackRouter | undefined;
   let applierRef: DirectApplier | undefined;
-  const stats = { catchUps: 0, frameworkNotifications: 0, frameworkCatchUps: 0, frameworkIgnored: 0 };
+  const stats = {
+    catchUps: 0,
+    frameworkNotifications: 0,
+    frameworkCatchUps: 0,
+    frameworkIgnored: 0,
+    /** Change List updates whose catch-up was delayed (the change stream was intact). */
+    frameworkDeferred: 0,
+  };
   const stoppedEvent = (): Record<string, unknown> => ({
     event: 'stopped',
     transports: receivers.map((r) => r.transport),
@@ -291,6 +310,13 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
     // never at the same time. A catch-up is due after a (re)connection, a refusal, a change the direct path
     // could not apply, a framework notification about a document of this set, and after the safety-net interval
     // without a run; triggers arriving during a run cause one more.
+    /** The change connection is up and every change notification since the last catch-up was applied. */
+    let changeConnected = false;
+    let changeStreamIntact = false;
+    /** A gap (see markDirty) was signalled since the current catch-up run started. */
+    let gapDuringRun = false;
+    let verifyTimer: NodeJS.Timeout | undefined;
+    const verifyDelayMs = options.frameworkVerifyDelayMs ?? FRAMEWORK_VERIFY_DELAY_MS;
     let dirty = false;
     /** When `dirty` was last set (a catch-up has been due since). */
     let dirtySince = 0;
@@ -315,7 +341,12 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
           stats.catchUps++;
           if (byFramework) stats.frameworkCatchUps++;
           try {
+            const wasConnected = changeConnected;
+            gapDuringRun = false;
             const s = await dest.incremental();
+            // The copy now holds everything the Change Lists had; if the change connection was up all along
+            // (and nothing since signalled a gap), the notifications that follow carry every later change.
+            if (wasConnected && changeConnected && !gapDuringRun) changeStreamIntact = true;
             const now = Date.now();
             const c = s.counts;
             const news = c.created + c.updated + c.deleted + c.deletionsRecorded + c.failed > 0;
@@ -389,6 +420,11 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
       });
     };
     const markDirty = (reason: string): void => {
+      // Anything but a framework notification means the change stream may have a gap.
+      if (!reason.startsWith('framework:')) {
+        changeStreamIntact = false;
+        gapDuringRun = true;
+      }
       if (!dirty) dirtySince = Date.now();
       dirty = true;
       if (reasons.size < MAX_REASONS) reasons.add(reason);
@@ -421,7 +457,22 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
             { event: 'framework', action: verdict.action, reason: verdict.reason, documents },
             `framework notification: ${verdict.reason}: ${verdict.action === 'catch-up' ? 'catching up' : verdict.action === 'ignore' ? 'ignored' : 'set deleted'}`,
           );
-          if (verdict.action === 'catch-up') trigger(`framework: ${verdict.reason}`);
+          const onlyChangeLists =
+            verdict.relevant.length > 0 &&
+            verdict.relevant.every(
+              (c) =>
+                (c.capability === 'changelist' || c.capability === 'changedump') &&
+                (c.change === 'created' || c.change === 'updated'),
+            );
+          if (verdict.action === 'catch-up' && onlyChangeLists && changeStreamIntact && verifyDelayMs > 0) {
+            stats.frameworkDeferred++;
+            const delay = Math.round(verifyDelayMs * (0.5 + Math.random()));
+            verifyTimer ??= setTimeout(() => {
+              verifyTimer = undefined;
+              trigger(`framework: ${verdict.reason} (checked ${delay} ms later)`);
+            }, delay);
+            verifyTimer.unref();
+          } else if (verdict.action === 'catch-up') trigger(`framework: ${verdict.reason}`);
           else if (verdict.action === 'set-deleted') {
             // The copy is kept as it is and the follower stays connected: a Source that re-creates the set
             // announces its Capability List `created`, which resumes catch-ups; meanwhile runs (safety net,
@@ -454,6 +505,10 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
         }
         trigger('change notification');
       } else if (e.type === 'disconnected') {
+        if (transport === 'change') {
+          changeConnected = false;
+          changeStreamIntact = false;
+        }
         emit(
           { event: 'disconnected', transport, reason: e.reason },
           `disconnected (${transport} notifications): ${e.reason}`,
@@ -474,12 +529,15 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
           emit({ event: 'reconnected', transport }, `reconnected (${transport} notifications): catching up`);
         else emit({ event: 'connected', transport, channel: e.channel }, `connected (${transport} notifications)`);
         if (transport === 'framework') frameworkUp = true;
+        else changeConnected = true;
         trigger(`${e.reconnect ? 'reconnected' : 'connected'}: ${transport}`);
       }
     }
     clearTimeout(safetyNet);
+    clearTimeout(verifyTimer);
     await running;
     clearTimeout(safetyNet);
+    clearTimeout(verifyTimer);
     emit(stoppedEvent(), stoppedText());
     return EXIT.OK;
   } catch (e) {

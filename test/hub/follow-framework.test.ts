@@ -135,6 +135,8 @@ function follow(url: string, copy: string, extra: Partial<Parameters<typeof runF
     signal: ac.signal,
     write: (l) => log.push(JSON.parse(l) as Line),
     warn: (l) => log.push({ stderr: l }),
+    // A Change List update while the change stream is intact is checked about this much later (default 60 s).
+    frameworkVerifyDelayMs: 1000,
     ...extra,
   });
   return {
