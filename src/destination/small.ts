@@ -175,6 +175,26 @@ export function writeSmallTemp(target: string, body: Uint8Array): string {
 }
 
 /**
+ * Stages `body` for `target` (see {@link writeSmallTemp}) the way {@link writeSmallFile} writes: synchronously
+ * when `target` does not exist yet, on the thread pool when it replaces a file. Measured on an incremental
+ * run (1,000 replaced 2 KB files): creating the temporary file next to a file about to be replaced took
+ * ~140 µs of the event loop each, while on the pool the loop goes on with the downloads.
+ */
+export async function stageSmallFile(target: string, body: Uint8Array): Promise<string> {
+  if (!existsSync(target)) return writeSmallTemp(target, body);
+  const tmp = smallTempPath(target);
+  try {
+    await new Promise<void>((resolve, reject) =>
+      writeFile(tmp, body, { flag: 'wx', mode: 0o644 }, (e) => (e === null ? resolve() : reject(e))),
+    );
+  } catch (e) {
+    await new Promise<void>((resolve) => unlink(tmp, () => resolve()));
+    throw new ResourceSyncError('RS_IO', `cannot write ${target}: ${(e as Error).message}`, { cause: e });
+  }
+  return tmp;
+}
+
+/**
  * Writes `body` next to `target` and renames it over `target`. A new file is written with synchronous open,
  * write, close and rename on the event loop; with `fsync`, only the fdatasync goes to the thread pool (so
  * several files are flushed at once) and the loop moves on meanwhile. A file replacing an existing one is
