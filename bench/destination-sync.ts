@@ -24,7 +24,7 @@ const RUNS = Number(process.argv[3] ?? 3);
 /** `static` (documents built in memory) or `real` (our directory Source and server). */
 const SOURCE = process.argv[4] === 'real' ? 'real' : 'static';
 const SIZE = 2048;
-/** `BENCH_ONLY=incremental` (or `list`, `dump`) runs only that part, e.g. under `node --cpu-prof`. */
+/** `BENCH_ONLY=incremental` (or `list`, `dump`, `floor`) runs only that part, e.g. under `node --cpu-prof`. */
 const ONLY = process.env['BENCH_ONLY'];
 const runs = (part: string): boolean => ONLY === undefined || ONLY === part;
 const here = dirname(fileURLToPath(import.meta.url));
@@ -69,28 +69,33 @@ async function startServer(): Promise<{ child: ChildProcess; base: string; send:
 }
 
 /** The floor: writing N new 2 KB files the way an install does (temp file, write, rename), with and without fsync. */
-async function writeFloor(concurrency: number, fsync: boolean, count: number): Promise<number> {
-  const c0 = process.cpuUsage();
+async function writeFloor(concurrency: number, fsync: boolean, count: number, replace = false): Promise<number> {
   const dir = await mkdtemp(join(tmpdir(), 'rs-bench-floor-'));
   const body = randomBytes(SIZE);
   const dirs = 20;
   for (let d = 0; d < dirs; d++) await mkdir(join(dir, `d${d}`));
-  let next = 0;
+  const writeAll = async (sync: boolean): Promise<void> => {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (next < count) {
+          const i = next++;
+          const target = join(dir, `d${i % dirs}`, `f${i}.txt`);
+          const tmp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
+          const fh = await open(tmp, 'wx');
+          await fh.write(body);
+          if (sync) await fh.sync();
+          await fh.close();
+          await rename(tmp, target);
+        }
+      }),
+    );
+  };
+  // `replace`: the files exist (written untimed), and each is replaced atomically, as an incremental run does.
+  if (replace) await writeAll(false);
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < count) {
-        const i = next++;
-        const target = join(dir, `d${i % dirs}`, `f${i}.txt`);
-        const tmp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
-        const fh = await open(tmp, 'wx');
-        await fh.write(body);
-        if (fsync) await fh.sync();
-        await fh.close();
-        await rename(tmp, target);
-      }
-    }),
-  );
+  await writeAll(fsync);
   const ms = performance.now() - t0;
   const c = process.cpuUsage(c0);
   cpuAcc = c.user + c.system;
@@ -194,7 +199,7 @@ async function main(): Promise<void> {
   await new Destination({ url, dir: warm, durability: 'none', concurrency: 32 }).baseline();
   report(`Source warmed by one untimed dump baseline (${(performance.now() - w0).toFixed(0)} ms)`);
 
-  if (ONLY === undefined) await measureFloor(report);
+  if (runs('floor')) await measureFloor(report);
   if (runs('list')) await benchList(url, report);
   if (runs('dump')) await benchDump(url, report);
   if (runs('incremental')) await benchIncremental(url, send, report);
@@ -209,8 +214,10 @@ async function measureFloor(report: (line: string) => void): Promise<void> {
   const floorCpu = cpuPer(N);
   const floorFsync = await writeFloor(16, true, Math.min(N, 2000));
   const floorBatch = await writeFloorBatch(Math.min(N, 2000));
+  const floorReplace = await writeFloor(16, false, Math.min(N, 2000), true);
+  const floorReplaceCpu = cpuPer(Math.min(N, 2000));
   report(
-    `floor: new 2 KB files (temp+write+rename): ${floorSeq.toFixed(0)}/s sequential (${(1000 / floorSeq).toFixed(3)} ms each), ${median(floorConc).toFixed(0)}/s at concurrency 16 (${floorCpu}); with fsync per file: ${floorFsync.toFixed(0)}/s; with batched fsync (512 files, 32 at a time, then directories): ${floorBatch.toFixed(0)}/s`,
+    `floor: new 2 KB files (temp+write+rename): ${floorSeq.toFixed(0)}/s sequential (${(1000 / floorSeq).toFixed(3)} ms each), ${median(floorConc).toFixed(0)}/s at concurrency 16 (${floorCpu}); with fsync per file: ${floorFsync.toFixed(0)}/s; with batched fsync (512 files, 32 at a time, then directories): ${floorBatch.toFixed(0)}/s; replacing existing files (temp+write+rename over, concurrency 16): ${floorReplace.toFixed(0)}/s (${floorReplaceCpu})`,
   );
 
   floorConcRate = median(floorConc);
