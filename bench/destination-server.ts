@@ -26,6 +26,7 @@ async function staticMode(n: number, size: number): Promise<void> {
   let round = 0;
   for await (const line of createInterface({ input: process.stdin })) {
     const cmd = JSON.parse(line) as { cmd: string; n?: number };
+    if (cmd.cmd === 'exit') process.exit(0);
     if (cmd.cmd === 'changes') {
       round++;
       const changes: ChangeSpec[] = [];

@@ -35,6 +35,7 @@ import type { DumpPackage } from './dump.js';
 export type StateLike = Pick<
   DestinationState,
   | 'get'
+  | 'getMany'
   | 'put'
   | 'markDeleted'
   | 'remove'
@@ -54,6 +55,7 @@ export type StateLike = Pick<
 export function dryState(real: StateLike | undefined): StateLike {
   return {
     get: (uri) => real?.get(uri),
+    getMany: (uris) => real?.getMany(uris) ?? new Map(),
     put: () => undefined,
     markDeleted: () => undefined,
     remove: () => undefined,
@@ -523,7 +525,9 @@ export class SyncContext {
    */
   async placeSmall(target: string, body: Uint8Array): Promise<void> {
     if (this.options.durability === 'batch' && !this.options.dryRun) {
-      this.recorder.stage(await stageSmallFile(target, body), target);
+      // A baseline into an empty copy creates files; an incremental run mostly replaces them.
+      const replacing = this.operation === 'incremental' ? true : this.stateWasEmpty ? false : undefined;
+      this.recorder.stage(await stageSmallFile(target, body, replacing), target);
       return;
     }
     await writeSmallFile(target, body, this.options.durability === 'file');

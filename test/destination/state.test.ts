@@ -94,6 +94,12 @@ describe('DestinationState', () => {
     }
     assert.equal(seen, n);
     assert.equal(s.count(), n / 2);
+    // getMany: the records that exist, deleted ones included, in one query; URIs with quotes are data.
+    const many = s.getMany(['http://e.org/r00001', 'http://e.org/missing', 'http://e.org/r04999', '"]', '']);
+    assert.deepEqual([...many.keys()].sort(), ['http://e.org/r00001', 'http://e.org/r04999']);
+    assert.equal(many.get('http://e.org/r04999')?.length, 4999);
+    assert.equal(many.get('http://e.org/r00001')?.path, '/p/1');
+    assert.equal(s.getMany([]).size, 0);
     s.close();
   });
 
