@@ -187,8 +187,9 @@ const URLSET_KINDS: Record<string, DocumentKind> = {
  */
 export function documentKind(root: RootElement, capability: string | undefined): DocumentKind {
   if (capability === undefined) return root === 'urlset' ? 'sitemap' : 'sitemap-index';
-  if (root === 'sitemapindex') return INDEX_KINDS[capability] ?? 'unknown';
-  return URLSET_KINDS[capability] ?? 'unknown';
+  // Own properties only: `capability` comes from the document (`toString`, `__proto__` are not kinds).
+  const kinds = root === 'sitemapindex' ? INDEX_KINDS : URLSET_KINDS;
+  return Object.hasOwn(kinds, capability) ? (kinds[capability] as DocumentKind) : 'unknown';
 }
 
 /**

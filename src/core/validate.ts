@@ -576,7 +576,7 @@ class Validator implements DocumentValidator {
         this.kind = this.expected;
       }
     }
-    this.profile = key === undefined ? undefined : PROFILES[key];
+    this.profile = key === undefined || !Object.hasOwn(PROFILES, key) ? undefined : PROFILES[key];
     this.checkHeader();
   }
 
@@ -783,7 +783,7 @@ class Validator implements DocumentValidator {
           );
         else if (this.capabilities.size < MAX_TRACKED_CAPABILITIES) this.capabilities.add(c);
       } else if (p.capability === 'framework') {
-        const allowed = FRAMEWORK_CHANGES[c];
+        const allowed = Object.hasOwn(FRAMEWORK_CHANGES, c) ? FRAMEWORK_CHANGES[c] : undefined;
         if (allowed === undefined)
           this.add(
             'capability-entry-invalid',

@@ -361,7 +361,8 @@ function decodeHtmlEntities(s: string): string {
   return s.replace(/&(#x[0-9a-fA-F]+|#[0-9]+|[A-Za-z]+);/g, (all, body: string) => {
     if (body.startsWith('#x') || body.startsWith('#X')) return safeCodePoint(Number.parseInt(body.slice(2), 16), all);
     if (body.startsWith('#')) return safeCodePoint(Number.parseInt(body.slice(1), 10), all);
-    return NAMED_ENTITIES[body.toLowerCase()] ?? all;
+    const name = body.toLowerCase();
+    return Object.hasOwn(NAMED_ENTITIES, name) ? (NAMED_ENTITIES[name] as string) : all;
   });
 }
 

@@ -132,7 +132,9 @@ export function createChangeEntry(c: ResourceChange): Entry {
 
 /** The `<url>` entry of one capability document change (N-§5), checked against Table 2.1. */
 export function createFrameworkEntry(c: FrameworkChange): Entry {
-  const allowed = FRAMEWORK_CHANGE_TYPES[c.capability] as readonly ChangeType[] | undefined;
+  const allowed = Object.hasOwn(FRAMEWORK_CHANGE_TYPES, c.capability)
+    ? (FRAMEWORK_CHANGE_TYPES[c.capability] as readonly ChangeType[])
+    : undefined;
   if (allowed === undefined) {
     throw new ResourceSyncError('RS_INVALID_VALUE', `no framework notification for capability "${c.capability}"`, {
       url: c.uri,

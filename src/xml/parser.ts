@@ -95,7 +95,8 @@ const N_PRIORITY = 8;
 const N_MD = 9;
 const N_LN = 10;
 
-const SITEMAP_CODES: Record<string, number> = {
+/** Null prototype: element names come from the document (`<constructor>` must not find Object's). */
+const SITEMAP_CODES: Record<string, number> = Object.assign(Object.create(null) as Record<string, number>, {
   urlset: N_URLSET,
   sitemapindex: N_SITEMAPINDEX,
   url: N_URL,
@@ -104,7 +105,7 @@ const SITEMAP_CODES: Record<string, number> = {
   lastmod: N_LASTMOD,
   changefreq: N_CHANGEFREQ,
   priority: N_PRIORITY,
-};
+});
 
 // Frame kinds (what the open element is to the model).
 const K_ROOT = 0;
