@@ -11,6 +11,7 @@
 import { copyFile, mkdir, rename, stat, unlink, utimes } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
+import { parseDuration } from './options.js';
 import { ResourceSyncError } from '../core/errors.js';
 import { type DirectorySource, openDirectorySource } from '../source/index.js';
 import { EXIT } from './exit.js';
@@ -192,13 +193,6 @@ function positiveInteger(text: string): number {
   return Number(text);
 }
 
-function duration(text: string): number {
-  const m = /^(\d+)(ms|s|m|h|d)?$/.exec(text);
-  if (m === null) throw new InvalidArgumentError('a duration like 3600s, 60m, 24h or 7d is expected');
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? 's'] ?? 1000;
-  return Number(m[1]) * unit;
-}
-
 const HELP = `
 Output layout (under --out, matching the URL paths of --base-url on its origin):
   .well-known/resourcesync                          Source Description
@@ -249,7 +243,7 @@ export function register(program: Command): void {
     .option('--dump-max-bytes <n>', 'bytes of bitstreams per dump package (default 268435456)', positiveInteger)
     .option('--dump-max-files <n>', 'bitstreams per dump package (default: --max-entries)', positiveInteger)
     .option('--changelist-max-entries <n>', 'changes per Change List before a new one opens', positiveInteger)
-    .option('--changelist-period <duration>', 'open a new Change List after this long (e.g. 24h, 7d)', duration)
+    .option('--changelist-period <duration>', 'open a new Change List after this long (e.g. 24h, 7d)', parseDuration)
     .option('--no-dumps', 'do not write Resource Dumps and Change Dumps')
     .option('--copy-resources', 'also copy the resources into the output (changed ones only)')
     .option('--json', 'print a JSON summary on stdout')

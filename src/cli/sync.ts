@@ -5,6 +5,7 @@
  * @module
  */
 import { type Command, InvalidArgumentError } from 'commander';
+import { parseDuration } from './options.js';
 import { parseDatetime } from '../core/datetime.js';
 import { type ErrorCode, ResourceSyncError } from '../core/errors.js';
 import type { Durability } from '../destination/context.js';
@@ -262,6 +263,21 @@ export function register(program: Command): void {
       '--callback <url>',
       '--follow over WebSub: the callback URL the hub delivers to (this process listens on its port and path)',
     )
+    .option(
+      '--poll <duration>',
+      '--follow: catch up from the Change Lists after this long without a run when no framework notifications are connected (default 60s; 0 never)',
+      parseDuration,
+    )
+    .option(
+      '--framework-poll <duration>',
+      '--follow: the same while framework notifications are connected (default 15m, or --poll when given; 0 never)',
+      parseDuration,
+    )
+    .option(
+      '--framework-check <duration>',
+      '--follow: how long a catch-up announced by a Change List update waits while every change notification was applied (default 60s, jittered; 0 at once)',
+      parseDuration,
+    )
     .addHelpText('after', SYNC_HELP)
     .action(async (url: string, dir: string, o: Record<string, unknown>) => {
       const modes = (['baseline', 'incremental', 'audit'] as const).filter((m) => o[m] === true);
@@ -319,6 +335,15 @@ export function register(program: Command): void {
       if (layout !== undefined) destination.layout = layout;
       if (durability !== undefined) destination.durability = durability as Durability;
       const json = o['json'] === true;
+      const followOnly = ['poll', 'frameworkPoll', 'frameworkCheck'].filter((k) => o[k] !== undefined);
+      if (followOnly.length > 0 && o['follow'] !== true && typeof o['callback'] !== 'string') {
+        const flags = followOnly.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`);
+        process.stderr.write(
+          `resourcesync sync: ${flags.join(', ')} only ${flags.length === 1 ? 'applies' : 'apply'} with --follow\n`,
+        );
+        process.exitCode = EXIT.USAGE;
+        return;
+      }
       if (o['follow'] === true || typeof o['callback'] === 'string') {
         if (modes.length > 0 || o['dryRun'] === true) {
           process.stderr.write(
@@ -333,10 +358,18 @@ export function register(program: Command): void {
           process.exitCode = EXIT.USAGE;
           return;
         }
+        const ms = (name: string): number | undefined =>
+          typeof o[name] === 'number' ? (o[name] as number) : undefined;
+        const poll = ms('poll');
+        const frameworkPoll = ms('frameworkPoll');
+        const frameworkCheck = ms('frameworkCheck');
         process.exitCode = await runFollow(url, dir, {
           destination,
           json,
           ...(typeof callback === 'string' ? { callback } : {}),
+          ...(poll === undefined ? {} : { catchUpIntervalMs: poll }),
+          ...(frameworkPoll === undefined ? {} : { frameworkCatchUpIntervalMs: frameworkPoll }),
+          ...(frameworkCheck === undefined ? {} : { frameworkVerifyDelayMs: frameworkCheck }),
         });
         return;
       }

@@ -138,6 +138,13 @@ describe('resourcesync sync (CLI)', { timeout: 60_000 }, () => {
       assert.equal(bad.code, 2);
       const badFrom = await runCli(['sync', '--from', 'last tuesday', src.url('/'), d2]);
       assert.equal(badFrom.code, 2);
+      // Follow-only options: refused without --follow, and a duration must be one.
+      const pollAlone = await runCli(['sync', '--poll', '5m', '--framework-check', '10s', src.url('/'), d2]);
+      assert.equal(pollAlone.code, 2);
+      assert.match(pollAlone.stderr, /--poll, --framework-check only apply with --follow/);
+      const badPoll = await runCli(['sync', '--follow', '--framework-poll', 'soon', src.url('/'), d2]);
+      assert.equal(badPoll.code, 2);
+      assert.match(badPoll.stderr, /--framework-poll.*a duration like/);
     } finally {
       await rm(d2, { recursive: true, force: true });
     }
