@@ -18,6 +18,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { Durability } from '../src/destination/context.js';
 import { Destination } from '../src/destination/destination.js';
+import { syncFileSystem } from '../src/io/syncfs.js';
 
 const N = Number(process.argv[2] ?? 10_000);
 const RUNS = Number(process.argv[3] ?? 3);
@@ -69,7 +70,16 @@ async function startServer(): Promise<{ child: ChildProcess; base: string; send:
 }
 
 /** The floor: writing N new 2 KB files the way an install does (temp file, write, rename), with and without fsync. */
-async function writeFloor(concurrency: number, fsync: boolean, count: number, replace = false): Promise<number> {
+/** ms of the one syncfs after the last {@link writeFloor} with `syncfsAfter` (NaN when unavailable). */
+let lastSyncfsMs = Number.NaN;
+
+async function writeFloor(
+  concurrency: number,
+  fsync: boolean,
+  count: number,
+  replace = false,
+  syncfsAfter = false,
+): Promise<number> {
   const dir = await mkdtemp(join(tmpdir(), 'rs-bench-floor-'));
   const body = randomBytes(SIZE);
   const dirs = 20;
@@ -96,6 +106,11 @@ async function writeFloor(concurrency: number, fsync: boolean, count: number, re
   const c0 = process.cpuUsage();
   const t0 = performance.now();
   await writeAll(fsync);
+  if (syncfsAfter) {
+    // The batch durability scheme's flush: every file written above made durable by one syncfs.
+    const s0 = performance.now();
+    lastSyncfsMs = (await syncFileSystem(dir)) ? performance.now() - s0 : Number.NaN;
+  }
   const ms = performance.now() - t0;
   const c = process.cpuUsage(c0);
   cpuAcc = c.user + c.system;
@@ -214,10 +229,12 @@ async function measureFloor(report: (line: string) => void): Promise<void> {
   const floorCpu = cpuPer(N);
   const floorFsync = await writeFloor(16, true, Math.min(N, 2000));
   const floorBatch = await writeFloorBatch(Math.min(N, 2000));
+  const floorSyncfs = await writeFloor(16, false, N, false, true);
+  const syncfsMs = lastSyncfsMs;
   const floorReplace = await writeFloor(16, false, Math.min(N, 2000), true);
   const floorReplaceCpu = cpuPer(Math.min(N, 2000));
   report(
-    `floor: new 2 KB files (temp+write+rename): ${floorSeq.toFixed(0)}/s sequential (${(1000 / floorSeq).toFixed(3)} ms each), ${median(floorConc).toFixed(0)}/s at concurrency 16 (${floorCpu}); with fsync per file: ${floorFsync.toFixed(0)}/s; with batched fsync (512 files, 32 at a time, then directories): ${floorBatch.toFixed(0)}/s; replacing existing files (temp+write+rename over, concurrency 16): ${floorReplace.toFixed(0)}/s (${floorReplaceCpu})`,
+    `floor: new 2 KB files (temp+write+rename): ${floorSeq.toFixed(0)}/s sequential (${(1000 / floorSeq).toFixed(3)} ms each), ${median(floorConc).toFixed(0)}/s at concurrency 16 (${floorCpu}); with fsync per file: ${floorFsync.toFixed(0)}/s; with batched fsync (512 files, 32 at a time, then directories): ${floorBatch.toFixed(0)}/s; ${N} new files then one syncfs: ${floorSyncfs.toFixed(0)}/s (the syncfs ${syncfsMs.toFixed(0)} ms); replacing existing files (temp+write+rename over, concurrency 16): ${floorReplace.toFixed(0)}/s (${floorReplaceCpu})`,
   );
 
   floorConcRate = median(floorConc);

@@ -8,11 +8,11 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../test/notify/helpers.js';
 
 // The repository root (this file runs from bench/ through tsx, or compiled from dist/bench/).
 let root = dirname(fileURLToPath(import.meta.url));
@@ -49,13 +49,6 @@ async function until(pred: () => boolean | Promise<boolean>, timeoutMs: number):
     await new Promise((r) => setTimeout(r, 50));
   }
   return false;
-}
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const p = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return p;
 }
 /** name -> sha-256 of every file under `dir` (the copy's host folder is flattened away; state skipped). */
 async function treeDigest(dir: string): Promise<Map<string, string>> {

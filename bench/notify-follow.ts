@@ -9,11 +9,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../test/notify/helpers.js';
 
 // The repository root (this file runs from bench/ through tsx, or compiled from dist/bench/).
 let root = dirname(fileURLToPath(import.meta.url));
@@ -44,13 +44,6 @@ async function waitLine(
       // not JSON
     }
   }
-}
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const p = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return p;
 }
 async function fileIn(dir: string, name: string): Promise<string | undefined> {
   for (const e of await readdir(dir, { withFileTypes: true, recursive: true }).catch(() => [])) {

@@ -104,6 +104,11 @@ interface Receiver {
   close(): Promise<void>;
 }
 
+/** A {@link Receiver} over a channel client or a WebSub subscriber. */
+function receiverOf(transport: Transport, channel: string, source: Pick<Receiver, 'events' | 'close'>): Receiver {
+  return { transport, channel, events: () => source.events(), close: () => source.close() };
+}
+
 /** How long a due catch-up may wait behind queued notifications that are being applied straight (ms). */
 const CATCH_UP_MAX_DEFER_MS = 1000;
 
@@ -223,12 +228,7 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
         });
       if (ep.frameworkTopic === undefined) {
         const sub = subscriber(ep.changeTopic, cb.pathname, undefined, warn);
-        receivers.push({
-          transport: 'change',
-          channel: ep.changeTopic,
-          events: () => sub.events(),
-          close: () => sub.close(),
-        });
+        receivers.push(receiverOf('change', ep.changeTopic, sub));
         await sub.listen();
         await sub.subscribe();
       } else {
@@ -237,18 +237,8 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
         const [changePort, fwPort] = (await freeLoopbackPorts(2)) as [number, number];
         const sub = subscriber(ep.changeTopic, cb.pathname, changePort, warn);
         const fw = subscriber(ep.frameworkTopic, fwPath, fwPort, fwLog);
-        receivers.push({
-          transport: 'change',
-          channel: ep.changeTopic,
-          events: () => sub.events(),
-          close: () => sub.close(),
-        });
-        receivers.push({
-          transport: 'framework',
-          channel: ep.frameworkTopic,
-          events: () => fw.events(),
-          close: () => fw.close(),
-        });
+        receivers.push(receiverOf('change', ep.changeTopic, sub));
+        receivers.push(receiverOf('framework', ep.frameworkTopic, fw));
         await sub.listen();
         await fw.listen();
         router = await startCallbackRouter(
@@ -266,21 +256,11 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
     } else {
       if (ep.changeChannel === undefined) throw noChannelError(ep.capabilityList);
       const ws = new ChannelClient({ url: ep.changeChannel, onLog: warn });
-      receivers.push({
-        transport: 'change',
-        channel: ep.changeChannel,
-        events: () => ws.events(),
-        close: () => ws.close(),
-      });
+      receivers.push(receiverOf('change', ep.changeChannel, ws));
       if (ep.frameworkChannel !== undefined) {
         // Same reconnection backoff as the change channel (ChannelClient defaults).
         const fw = new ChannelClient({ url: ep.frameworkChannel, onLog: fwLog });
-        receivers.push({
-          transport: 'framework',
-          channel: ep.frameworkChannel,
-          events: () => fw.events(),
-          close: () => fw.close(),
-        });
+        receivers.push(receiverOf('framework', ep.frameworkChannel, fw));
       }
     }
     const framework = receivers.find((r) => r.transport === 'framework');
@@ -310,11 +290,16 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
     // never at the same time. A catch-up is due after a (re)connection, a refusal, a change the direct path
     // could not apply, a framework notification about a document of this set, and after the safety-net interval
     // without a run; triggers arriving during a run cause one more.
-    /** The change connection is up and every change notification since the last catch-up was applied. */
     let changeConnected = false;
-    let changeStreamIntact = false;
-    /** A gap (see markDirty) was signalled since the current catch-up run started. */
-    let gapDuringRun = false;
+    /**
+     * Possible gaps in the change stream so far (a disconnection, or any catch-up trigger but a framework
+     * notification), and how many of them the last catch-up run covered. The stream is intact (every change
+     * since the last catch-up was notified and applied) when the change connection is up and the run covered
+     * them all.
+     */
+    let gaps = 0;
+    let gapsCovered = -1;
+    const changeStreamIntact = (): boolean => changeConnected && gapsCovered === gaps;
     let verifyTimer: NodeJS.Timeout | undefined;
     const verifyDelayMs = options.frameworkVerifyDelayMs ?? FRAMEWORK_VERIFY_DELAY_MS;
     let dirty = false;
@@ -342,11 +327,11 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
           if (byFramework) stats.frameworkCatchUps++;
           try {
             const wasConnected = changeConnected;
-            gapDuringRun = false;
+            const gapsAtStart = gaps;
             const s = await dest.incremental();
             // The copy now holds everything the Change Lists had; if the change connection was up all along
             // (and nothing since signalled a gap), the notifications that follow carry every later change.
-            if (wasConnected && changeConnected && !gapDuringRun) changeStreamIntact = true;
+            if (wasConnected && gaps === gapsAtStart) gapsCovered = gaps;
             const now = Date.now();
             const c = s.counts;
             const news = c.created + c.updated + c.deleted + c.deletionsRecorded + c.failed > 0;
@@ -421,10 +406,7 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
     };
     const markDirty = (reason: string): void => {
       // Anything but a framework notification means the change stream may have a gap.
-      if (!reason.startsWith('framework:')) {
-        changeStreamIntact = false;
-        gapDuringRun = true;
-      }
+      if (!reason.startsWith('framework:')) gaps++;
       if (!dirty) dirtySince = Date.now();
       dirty = true;
       if (reasons.size < MAX_REASONS) reasons.add(reason);
@@ -464,7 +446,7 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
                 (c.capability === 'changelist' || c.capability === 'changedump') &&
                 (c.change === 'created' || c.change === 'updated'),
             );
-          if (verdict.action === 'catch-up' && onlyChangeLists && changeStreamIntact && verifyDelayMs > 0) {
+          if (verdict.action === 'catch-up' && onlyChangeLists && changeStreamIntact() && verifyDelayMs > 0) {
             stats.frameworkDeferred++;
             const delay = Math.round(verifyDelayMs * (0.5 + Math.random()));
             verifyTimer ??= setTimeout(() => {
@@ -507,7 +489,7 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
       } else if (e.type === 'disconnected') {
         if (transport === 'change') {
           changeConnected = false;
-          changeStreamIntact = false;
+          gaps++;
         }
         emit(
           { event: 'disconnected', transport, reason: e.reason },

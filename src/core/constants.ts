@@ -52,6 +52,36 @@ export type CapabilityName = (typeof CAPABILITIES)[number];
 export const CHANGE_TYPES = ['created', 'updated', 'deleted'] as const;
 export type ChangeType = (typeof CHANGE_TYPES)[number];
 
+/** Capability documents a framework notification can name (N-§2.1, Table 2.1). */
+export type FrameworkCapability =
+  | 'resourcelist'
+  | 'resourcedump'
+  | 'changelist'
+  | 'changedump'
+  | 'capabilitylist'
+  | 'description';
+
+/**
+ * The change types Table 2.1 (N-§2.1) allows per capability document. Resource Lists and Resource Dumps are
+ * snapshots: a new one is *created*; Change Lists and Change Dumps are created and updated; Capability Lists and
+ * the Source Description can also be deleted.
+ */
+export const FRAMEWORK_CHANGE_TYPES: Readonly<Record<FrameworkCapability, readonly ChangeType[]>> = {
+  resourcelist: ['created'],
+  resourcedump: ['created'],
+  changelist: ['created', 'updated'],
+  changedump: ['created', 'updated'],
+  capabilitylist: ['created', 'updated', 'deleted'],
+  description: ['created', 'updated', 'deleted'],
+};
+
+/** The change types Table 2.1 allows for `capability` (a name from a document), or undefined when it is none. */
+export function frameworkChangeTypes(capability: string): readonly ChangeType[] | undefined {
+  return Object.hasOwn(FRAMEWORK_CHANGE_TYPES, capability)
+    ? FRAMEWORK_CHANGE_TYPES[capability as FrameworkCapability]
+    : undefined;
+}
+
 /** Hash algorithms named by the standard (§7, Table 3: md5, sha-1, sha-256) and their hex digest lengths. */
 export const HASH_ALGORITHMS = { md5: 32, 'sha-1': 40, 'sha-256': 64 } as const;
 export type HashAlgorithm = keyof typeof HASH_ALGORITHMS;

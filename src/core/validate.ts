@@ -25,6 +25,8 @@ import {
   CAPABILITIES,
   CHANGE_FREQUENCIES,
   CHANGE_TYPES,
+  FRAMEWORK_CHANGE_TYPES,
+  frameworkChangeTypes,
   MAX_ENTRIES,
   RELATIONS,
   RS_NS,
@@ -270,15 +272,6 @@ const NOT_IN_CAPABILITY_LIST = new Set([
   'resourcedump-manifest',
   'changedump-manifest',
 ]);
-/** Framework notification change types by capability (N-§2.1, Table 2.1). */
-const FRAMEWORK_CHANGES: Readonly<Record<string, readonly string[]>> = {
-  resourcelist: ['created'],
-  resourcedump: ['created'],
-  changelist: ['created', 'updated'],
-  changedump: ['created', 'updated'],
-  capabilitylist: ['created', 'updated', 'deleted'],
-  description: ['created', 'updated', 'deleted'],
-};
 /** Root capabilities without an index form (§7: only the four capability documents have indexes; §8, §9). */
 const NO_INDEX = new Set([
   'resourcedump-manifest',
@@ -783,15 +776,19 @@ class Validator implements DocumentValidator {
           );
         else if (this.capabilities.size < MAX_TRACKED_CAPABILITIES) this.capabilities.add(c);
       } else if (p.capability === 'framework') {
-        const allowed = Object.hasOwn(FRAMEWORK_CHANGES, c) ? FRAMEWORK_CHANGES[c] : undefined;
+        const allowed = frameworkChangeTypes(c);
         if (allowed === undefined)
           this.add(
             'capability-entry-invalid',
-            `a framework notification is about ${Object.keys(FRAMEWORK_CHANGES).join(', ')}, not ${quote(c)}`,
+            `a framework notification is about ${Object.keys(FRAMEWORK_CHANGE_TYPES).join(', ')}, not ${quote(c)}`,
             place(base, 'rs:md', 'capability'),
             'N-§5',
           );
-        else if (m.change !== undefined && CHANGE_SET.has(m.change) && !allowed.includes(m.change))
+        else if (
+          m.change !== undefined &&
+          CHANGE_SET.has(m.change) &&
+          !(allowed as readonly string[]).includes(m.change)
+        )
           this.add(
             'framework-change-unexpected',
             `Table 2.1 lists no ${m.change} notification for ${c}`,

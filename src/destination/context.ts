@@ -453,14 +453,9 @@ export class SyncContext {
         if (small) {
           const opts: {
             root: string;
-            fsync: boolean;
             signal?: AbortSignal;
             place: (target: string, body: Uint8Array) => Promise<void>;
-          } = {
-            root: this.options.dir,
-            fsync: this.options.durability === 'file',
-            place: (t, b) => this.placeSmall(t, b),
-          };
+          } = { root: this.options.dir, place: (t, b) => this.placeSmall(t, b) };
           if (this.options.signal !== undefined) opts.signal = this.options.signal;
           return await downloadSmall(this.client, url, target, { ...exp, length: expected.length as number }, opts);
         }

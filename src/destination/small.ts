@@ -54,16 +54,14 @@ export const SMALL_RESOURCE_BYTES = 256 * 1024;
 export interface SmallDownloadOptions {
   /** The Destination's root (parents created under it, symlinks refused). */
   readonly root: string;
-  /** fsync the file before the rename. */
-  readonly fsync: boolean;
   readonly signal?: AbortSignal;
   /** Whole-download retries after network errors, timeouts and 5xx (default 2). */
   readonly retries?: number;
   /**
-   * Places the verified body at `target` (parents exist). Default: {@link writeSmallFile} with `fsync`. The
-   * Destination's `batch` durability stages a temporary file here instead ({@link writeSmallTemp}).
+   * Places the verified body at `target` (parents exist): {@link writeSmallFile}, or in the Destination's
+   * `batch` durability a staged temporary file ({@link stageSmallFile}).
    */
-  readonly place?: (target: string, body: Uint8Array) => Promise<void> | void;
+  readonly place: (target: string, body: Uint8Array) => Promise<void> | void;
 }
 
 /**
@@ -103,8 +101,7 @@ export async function downloadSmall(
     const result = { length: n, hashes: hasher.digest() };
     verify(expected, result, res.url);
     await ensureParentDirectory(options.root, target);
-    if (options.place !== undefined) await options.place(target, body);
-    else await writeSmallFile(target, body, options.fsync);
+    await options.place(target, body);
     return result;
   }, retryOptions);
 }
@@ -185,14 +182,19 @@ export async function stageSmallFile(target: string, body: Uint8Array, replacing
   if (!(replacing ?? existsSync(target))) return writeSmallTemp(target, body);
   const tmp = smallTempPath(target);
   try {
-    await new Promise<void>((resolve, reject) =>
-      writeFile(tmp, body, { flag: 'wx', mode: 0o644 }, (e) => (e === null ? resolve() : reject(e))),
-    );
+    await writeNewFileOnPool(tmp, body);
   } catch (e) {
     await new Promise<void>((resolve) => unlink(tmp, () => resolve()));
     throw new ResourceSyncError('RS_IO', `cannot write ${target}: ${(e as Error).message}`, { cause: e });
   }
   return tmp;
+}
+
+/** Creates `path` (it must not exist) holding `body`, on the thread pool. */
+function writeNewFileOnPool(path: string, body: Uint8Array): Promise<void> {
+  return new Promise<void>((resolve, reject) =>
+    writeFile(path, body, { flag: 'wx', mode: 0o644 }, (e) => (e === null ? resolve() : reject(e))),
+  );
 }
 
 /**
@@ -234,9 +236,7 @@ async function writeSmallFileOnPool(target: string, body: Uint8Array, fsync: boo
   const tmp = smallTempPath(target);
   try {
     if (!fsync) {
-      await new Promise<void>((resolve, reject) =>
-        writeFile(tmp, body, { flag: 'wx', mode: 0o644 }, (e) => (e === null ? resolve() : reject(e))),
-      );
+      await writeNewFileOnPool(tmp, body);
       await new Promise<void>((resolve, reject) => rename(tmp, target, (e) => (e === null ? resolve() : reject(e))));
       return;
     }

@@ -1,13 +1,14 @@
 /**
  * Flushing a whole file system at once: `syncfs(2)` through coreutils' `sync -f` (Node has no binding for
- * it). One call makes every file written, renamed or removed on that file system durable, which costs a
- * few tens of milliseconds for thousands of small files where an fsync each costs ~0.15–0.5 ms per file here
- * (measured on this machine's ext4: 10,000 new 2 KB files flushed in 57–78 ms by one syncfs, against 1,800–
- * 3,100 files/s with an fsync each). The price: it also waits for whatever else is dirty on that file system.
+ * it). One call makes every file written, renamed or removed on that file system durable. Measured on this
+ * machine's ext4 (`BENCH_ONLY=floor node dist/bench/destination-sync.js`): 10,000 new 2 KB files written and
+ * made durable by one syncfs at 15,200–15,700 files/s (the syncfs 270–300 ms, flushing the earlier floor runs'
+ * files too), against 6,000–7,300 files/s with an fsync each. The price: it also waits for whatever else is
+ * dirty on that file system.
  *
  * The `sync` commands are run by one long-lived `sh` co-process: starting a child from a Node process with a
- * large heap cost ~9 ms of CPU each here (fork copies the page tables), a line written to the co-process
- * 0.07 ms.
+ * ~200 MB heap cost ~9 ms of CPU each here (fork copies the page tables), a line written to the co-process
+ * 0.07 ms (a throwaway script, 50 calls each).
  *
  * @module
  */

@@ -13,7 +13,16 @@
  *
  * @module
  */
-import { CHANGE_TYPES, type ChangeType, MAX_DOCUMENT_BYTES } from '../core/constants.js';
+import {
+  CHANGE_TYPES,
+  type ChangeType,
+  FRAMEWORK_CHANGE_TYPES,
+  type FrameworkCapability,
+  frameworkChangeTypes,
+  MAX_DOCUMENT_BYTES,
+} from '../core/constants.js';
+
+export { FRAMEWORK_CHANGE_TYPES, type FrameworkCapability };
 import { isResourceSyncError, ResourceSyncError } from '../core/errors.js';
 import type { Entry, Link, Metadata, ResourceSyncDocument } from '../core/model.js';
 import { createHeader } from '../core/model.js';
@@ -33,29 +42,6 @@ export interface ResourceChange {
   readonly length?: number;
   readonly type?: string;
 }
-
-/** Capability documents a framework notification can name (N-§2.1, Table 2.1). */
-export type FrameworkCapability =
-  | 'resourcelist'
-  | 'resourcedump'
-  | 'changelist'
-  | 'changedump'
-  | 'capabilitylist'
-  | 'description';
-
-/**
- * The change types Table 2.1 (N-§2.1) allows per capability document. Resource Lists and Resource Dumps are
- * snapshots: a new one is *created*; Change Lists and Change Dumps are created and updated; Capability Lists and
- * the Source Description can also be deleted.
- */
-export const FRAMEWORK_CHANGE_TYPES: Readonly<Record<FrameworkCapability, readonly ChangeType[]>> = {
-  resourcelist: ['created'],
-  resourcedump: ['created'],
-  changelist: ['created', 'updated'],
-  changedump: ['created', 'updated'],
-  capabilitylist: ['created', 'updated', 'deleted'],
-  description: ['created', 'updated', 'deleted'],
-};
 
 /** A change to one capability document, as a framework notification carries it (N-§5). */
 export interface FrameworkChange {
@@ -132,9 +118,7 @@ export function createChangeEntry(c: ResourceChange): Entry {
 
 /** The `<url>` entry of one capability document change (N-§5), checked against Table 2.1. */
 export function createFrameworkEntry(c: FrameworkChange): Entry {
-  const allowed = Object.hasOwn(FRAMEWORK_CHANGE_TYPES, c.capability)
-    ? (FRAMEWORK_CHANGE_TYPES[c.capability] as readonly ChangeType[])
-    : undefined;
+  const allowed = frameworkChangeTypes(c.capability);
   if (allowed === undefined) {
     throw new ResourceSyncError('RS_INVALID_VALUE', `no framework notification for capability "${c.capability}"`, {
       url: c.uri,

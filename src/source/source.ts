@@ -12,7 +12,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
-import type { ChangeType } from '../core/constants.js';
+import type { ChangeType, FrameworkCapability } from '../core/constants.js';
 import { XML_MEDIA_TYPE, ZIP_MEDIA_TYPE } from '../core/constants.js';
 import { datetimeMs, formatDatetime } from '../core/datetime.js';
 import { ResourceSyncError } from '../core/errors.js';
@@ -73,13 +73,7 @@ export interface RecordedChange {
 }
 
 /** What a framework document is (Table 2.1 of the Notification specification). */
-export type DocumentCapability =
-  | 'resourcelist'
-  | 'resourcedump'
-  | 'changelist'
-  | 'changedump'
-  | 'capabilitylist'
-  | 'description';
+export type DocumentCapability = FrameworkCapability;
 
 /**
  * A document the Source published (generated or regenerated), as reported to {@link Source.onDocuments}

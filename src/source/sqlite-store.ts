@@ -123,32 +123,26 @@ function fromRawResource(row: RawResourceRow): ResourceRecord {
   if (md5 !== null) hashes.md5 = md5;
   if (sha1 !== null) hashes['sha-1'] = sha1;
   if (sha256 !== null) hashes['sha-256'] = sha256;
-  const r: {
-    uri: string;
-    setName: string;
-    length: number;
-    hashes: Hashes;
-    lastmodMs: number;
-    type?: string;
-    fileId?: string;
-  } = { uri, setName, length, hashes, lastmodMs };
-  if (type !== null) r.type = type;
-  if (fileId !== null) r.fileId = fileId;
-  return r;
+  return resourceRecord(uri, setName, length, hashes, lastmodMs, type, fileId);
 }
 
 function toResource(row: ResourceRow): ResourceRecord {
-  const r: {
-    uri: string;
-    setName: string;
-    length: number;
-    hashes: Hashes;
-    lastmodMs: number;
-    type?: string;
-    fileId?: string;
-  } = { uri: row.uri, setName: row.set_name, length: row.length, hashes: hashesOf(row), lastmodMs: row.lastmod_ms };
-  if (row.type !== null) r.type = row.type;
-  if (row.file_id !== null) r.fileId = row.file_id;
+  return resourceRecord(row.uri, row.set_name, row.length, hashesOf(row), row.lastmod_ms, row.type, row.file_id);
+}
+
+/** A record from column values (NULL columns left out). */
+function resourceRecord(
+  uri: string,
+  setName: string,
+  length: number,
+  hashes: Hashes,
+  lastmodMs: number,
+  type: string | null,
+  fileId: string | null,
+): ResourceRecord {
+  const r: { -readonly [K in keyof ResourceRecord]: ResourceRecord[K] } = { uri, setName, length, hashes, lastmodMs };
+  if (type !== null) r.type = type;
+  if (fileId !== null) r.fileId = fileId;
   return r;
 }
 

@@ -6,7 +6,6 @@
 // List, triggers nothing; a deleted Capability List of our set is reported.
 import assert from 'node:assert/strict';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { runFollow } from '../../src/cli/follow.js';
@@ -14,7 +13,7 @@ import { attachSourceNotifications, type SourceNotifications } from '../../src/h
 import { createFrameworkNotification, type FrameworkChange } from '../../src/notify/payloads.js';
 import { type DirectorySource, openDirectorySource } from '../../src/source/index.js';
 import { createSourceServer, type SourceServer } from '../../src/source/server.js';
-import { delay, EventLog, withTempDir } from '../notify/helpers.js';
+import { delay, EventLog, withTempDir, freePort } from '../notify/helpers.js';
 
 type Line = Record<string, unknown>;
 
@@ -415,11 +414,3 @@ describe('sync --follow with framework notifications', () => {
     });
   });
 });
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}

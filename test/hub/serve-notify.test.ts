@@ -4,7 +4,6 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
 import { request } from 'undici';
@@ -15,7 +14,7 @@ import { validateDocument } from '../../src/core/validate.js';
 import { readDocument } from '../../src/xml/index.js';
 import { ChannelClient } from '../../src/notify/websocket-client.js';
 import { WebSubSubscriber } from '../../src/notify/websub-subscriber.js';
-import { cliCommand, drain, EventLog, repoRoot, withTempDir } from '../notify/helpers.js';
+import { cliCommand, drain, EventLog, repoRoot, withTempDir, freePort } from '../notify/helpers.js';
 
 function startCli(args: string[]): { child: ChildProcess; json: EventLog<Record<string, unknown>> } {
   const root = repoRoot();
@@ -30,14 +29,6 @@ function startCli(args: string[]): { child: ChildProcess; json: EventLog<Record<
     }
   });
   return { child, json };
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
 }
 
 describe('resourcesync serve --hub', () => {

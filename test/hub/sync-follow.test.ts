@@ -4,11 +4,10 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
-import { cliCommand, EventLog, repoRoot, withTempDir } from '../notify/helpers.js';
+import { cliCommand, EventLog, repoRoot, withTempDir, freePort } from '../notify/helpers.js';
 
 interface Cli {
   readonly child: ChildProcess;
@@ -36,14 +35,6 @@ async function stop(cli: Cli, signal: NodeJS.Signals = 'SIGTERM'): Promise<numbe
   const exited = new Promise<number | null>((resolve) => cli.child.once('exit', (code) => resolve(code)));
   cli.child.kill(signal);
   return exited;
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
 }
 
 /** Finds a file by name anywhere under `dir` (the copy's layout puts resources under a host folder). */

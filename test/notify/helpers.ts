@@ -1,7 +1,7 @@
 /** Test helpers for notify/ and hub/: event logs with waits, raw HTTP servers on loopback, temp dirs. */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { existsSync, readFileSync } from 'node:fs';
@@ -117,4 +117,13 @@ export function cliCommand(): string[] {
 /** A spec example from the shared fixtures. */
 export function specExample(name: string): Buffer {
   return readFileSync(join(repoRoot(), '..', 'shared', 'fixtures', 'spec-examples', name));
+}
+
+/** A loopback TCP port free at the time of the call (for a process that must be told its port in advance). */
+export async function freePort(): Promise<number> {
+  const s = createNetServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
 }
