@@ -4,13 +4,14 @@
  *
  * @module
  */
-import { existsSync, rename, renameSync, rmSync, stat } from 'node:fs';
-import { open, rm } from 'node:fs/promises';
+import { existsSync, renameSync, rmSync, stat } from 'node:fs';
+import { open, rename, rm } from 'node:fs/promises';
 import { dirname, relative, sep } from 'node:path';
 import { type ErrorCode, ResourceSyncError, isResourceSyncError } from '../core/errors.js';
 import type { Hashes } from '../core/hash.js';
 import { syncDir } from '../io/atomic.js';
 import { syncFileSystem } from '../io/syncfs.js';
+import { forEachConcurrent } from './concurrent.js';
 import { hashFile } from '../io/hashing.js';
 import {
   type Operation,
@@ -190,7 +191,7 @@ export class Recorder {
         }
       }
       // `file` durability fsynced each file before its rename; the renames still need their directories.
-      await forEachLimited([...dirs], 32, syncDir);
+      await forEachConcurrent([...dirs], 32, syncDir);
     }
     this.state.transaction(() => {
       for (const p of batch) {
@@ -209,7 +210,7 @@ export class Recorder {
   private async commitStaged(batch: readonly Pending[], staged: readonly Staged[]): Promise<void> {
     const root = this.options.root;
     if (staged.length > 0 && !(await syncFileSystem(root))) {
-      await forEachLimited(
+      await forEachConcurrent(
         staged.map((s) => s.tmp),
         32,
         fsyncFile,
@@ -233,10 +234,10 @@ export class Recorder {
     const inline: [string, string[]][] = [];
     const pooled: [string, string[]][] = [];
     for (const group of byTarget) (existsSync(group[0]) ? pooled : inline).push(group);
-    const pooledDone = forEachLimited(pooled, 8, async ([target, tmps]) => {
+    const pooledDone = forEachConcurrent(pooled, 8, async ([target, tmps]) => {
       for (const tmp of tmps) {
         try {
-          await renameAsync(tmp, target);
+          await rename(tmp, target);
         } catch (e) {
           await rm(tmp, { force: true }).catch(() => undefined);
           fail(target, e);
@@ -264,13 +265,9 @@ export class Recorder {
       const dirs = new Set<string>();
       for (const s of staged) dirs.add(dirname(s.target));
       for (const p of batch) if (p.kind === 'put' && p.file !== undefined) dirs.add(dirname(p.file));
-      await forEachLimited([...dirs], 32, syncDir);
+      await forEachConcurrent([...dirs], 32, syncDir);
     }
   }
-}
-
-function renameAsync(from: string, to: string): Promise<void> {
-  return new Promise((resolve, reject) => rename(from, to, (e) => (e === null ? resolve() : reject(e))));
 }
 
 async function fsyncFile(path: string): Promise<void> {
@@ -283,17 +280,6 @@ async function fsyncFile(path: string): Promise<void> {
   } finally {
     await fh?.close().catch(() => undefined);
   }
-}
-
-async function forEachLimited<T>(items: readonly T[], limit: number, fn: (x: T) => Promise<void>): Promise<void> {
-  let i = 0;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (i < items.length) {
-      const item = items[i++] as T;
-      await fn(item);
-    }
-  });
-  await Promise.all(workers);
 }
 
 /** Settings every operation reads. */
