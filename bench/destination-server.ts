@@ -8,12 +8,36 @@
 // Prints one JSON line {"base": "..."} when listening; reads commands on stdin, one JSON object a line:
 //   {"cmd":"changes","n":1000}  publishes a Change List with n updates (new content), answers {"ok":true}
 //   {"cmd":"exit"}              exits (so that `node --cpu-prof` writes its profile)
+//   {"cmd":"profile-start"}     starts the CPU profiler (sampling every 200 µs), answers {"ok":true}
+//   {"cmd":"profile-stop","file":"x.cpuprofile"}  stops it and writes the profile, answers {"ok":true}
+import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { Session } from 'node:inspector/promises';
 import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 import { type ChangeSpec, StaticSource, makeResources } from '../test/destination/static-source.js';
 
 const AT = '2025-01-01T00:00:00Z';
+
+let session: Session | undefined;
+
+/** Handles the profiler commands (see the top); returns whether `cmd` was one (and has been answered). */
+async function profileCommand(cmd: { cmd: string; file?: string }): Promise<boolean> {
+  if (cmd.cmd === 'profile-start') {
+    if (session === undefined) {
+      session = new Session();
+      session.connect();
+      await session.post('Profiler.enable');
+      await session.post('Profiler.setSamplingInterval', { interval: 200 });
+    }
+    await session.post('Profiler.start');
+  } else if (cmd.cmd === 'profile-stop' && session !== undefined) {
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(cmd.file ?? 'source.cpuprofile', JSON.stringify(profile));
+  } else return false;
+  process.stdout.write(`${JSON.stringify({ ok: true })}\n`);
+  return true;
+}
 
 async function staticMode(n: number, size: number): Promise<void> {
   const src = await StaticSource.start();
@@ -25,8 +49,9 @@ async function staticMode(n: number, size: number): Promise<void> {
   process.stdout.write(`${JSON.stringify({ base: src.base })}\n`);
   let round = 0;
   for await (const line of createInterface({ input: process.stdin })) {
-    const cmd = JSON.parse(line) as { cmd: string; n?: number };
+    const cmd = JSON.parse(line) as { cmd: string; n?: number; file?: string };
     if (cmd.cmd === 'exit') process.exit(0);
+    if (await profileCommand(cmd)) continue;
     if (cmd.cmd === 'changes') {
       round++;
       const changes: ChangeSpec[] = [];
@@ -121,8 +146,9 @@ async function realMode(n: number, size: number): Promise<void> {
   let round = 0;
   process.on('exit', () => void rm(work, { recursive: true, force: true }));
   for await (const line of createInterface({ input: process.stdin })) {
-    const cmd = JSON.parse(line) as { cmd: string; n?: number };
+    const cmd = JSON.parse(line) as { cmd: string; n?: number; file?: string };
     if (cmd.cmd === 'exit') process.exit(0);
+    if (await profileCommand(cmd)) continue;
     if (cmd.cmd === 'changes') {
       round++;
       const count = cmd.n ?? 1000;

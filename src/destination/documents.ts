@@ -171,9 +171,13 @@ async function indexFrom(url: string, doc: DocumentStream): Promise<ChangeIndex>
 }
 
 function intervalOf(e: Entry, position: number): ChangeDocumentRef {
-  const ref: { url: string; position: number; from?: string; until?: string } = { url: e.loc, position };
+  const ref: { url: string; position: number; from?: string; until?: string; lastmod?: string } = {
+    url: e.loc,
+    position,
+  };
   if (e.md?.from !== undefined) ref.from = e.md.from;
   if (e.md?.until !== undefined) ref.until = e.md.until;
+  if (e.lastmod !== undefined) ref.lastmod = e.lastmod;
   return ref;
 }
 

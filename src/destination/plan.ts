@@ -265,13 +265,20 @@ export interface IntervalDocument {
   readonly url: string;
   readonly from?: string;
   readonly until?: string;
+  /**
+   * `<lastmod>` of the index entry: when the document last changed, i.e. (for a Change List or a Change Dump
+   * package) no later than its latest change.
+   */
+  readonly lastmod?: string;
   /** Position in its index, to keep document order for equal `from`. */
   readonly position: number;
 }
 
 /**
  * The documents to read for an incremental run from `watermark`, in chronological order: those whose `until`
- * is after the watermark (or absent: an open list). Documents without `from` sort first, in index order.
+ * is after the watermark (or absent: an open list), except a document whose `<lastmod>` in the index says it
+ * last changed before the watermark (see {@link changedBefore}). Documents without `from` sort first, in index
+ * order.
  */
 export function selectIntervals<T extends IntervalDocument>(docs: readonly T[], watermark: string | undefined): T[] {
   const wm = watermark === undefined ? undefined : parseDatetime(watermark)?.ms;
@@ -279,9 +286,24 @@ export function selectIntervals<T extends IntervalDocument>(docs: readonly T[], 
     t === undefined ? Number.NEGATIVE_INFINITY : (parseDatetime(t)?.ms ?? Number.NEGATIVE_INFINITY);
   return docs
     .filter(
-      (d) => wm === undefined || d.until === undefined || parseDatetime(d.until) === undefined || ms(d.until) > wm,
+      (d) =>
+        wm === undefined ||
+        ((d.until === undefined || parseDatetime(d.until) === undefined || ms(d.until) > wm) &&
+          !changedBefore(d.lastmod, wm)),
     )
     .sort((a, b) => ms(a.from) - ms(b.from) || a.position - b.position);
+}
+
+/**
+ * True when a document's `<lastmod>` shows it has not changed since before `wmMs`: every change it lists is
+ * then before the watermark, and {@link ChangeCoalescer} would drop them all, so reading it (an open Change
+ * List re-read on every run, thousands of entries) can be skipped. Only a lastmod precise to the second is
+ * trusted, read as the end of that second; a coarser one ("2013-01-02") may hide later changes of that day.
+ */
+export function changedBefore(lastmod: string | undefined, wmMs: number): boolean {
+  const p = lastmod === undefined ? undefined : parseDatetime(lastmod);
+  if (p === undefined || (p.precision !== 'second' && p.precision !== 'fraction')) return false;
+  return p.ms + (p.precision === 'second' ? 999 : 0) < wmMs;
 }
 
 /**

@@ -102,6 +102,43 @@ describe('incremental', () => {
     assert.ok(!src.log.slice(again).some((p) => p.startsWith('/res/')));
   });
 
+  it('skips an open Change List whose index <lastmod> is before the watermark, and reads it once it changes', async () => {
+    await baseline();
+    const open: ChangeListSpec = { ...(lists()[1] as ChangeListSpec), from: T0 };
+    src.publishChangeLists([{ ...open, lastmod: '2024-03-02T11:00:00Z' }]);
+    src.publishCapabilities();
+    const s = await dest().sync();
+    assert.equal(s.counts.updated, 1);
+    assert.equal(s.watermarkAfter, '2024-03-02T11:00:00Z');
+    // Unchanged since: a lastmod precise to the second, ending before the watermark, spares the list.
+    src.publishChangeLists([{ ...open, lastmod: '2024-03-02T10:59:59Z' }]);
+    const before = src.log.length;
+    const s2 = await dest().sync();
+    assert.equal(s2.operation, 'incremental');
+    assert.ok(!src.log.slice(before).includes('/changelist-1.xml'), src.log.slice(before).join(' '));
+    // A lastmod at the watermark (changes stamped there are re-checked), or only a day (may hide later changes
+    // that day): the list is read.
+    for (const lastmod of ['2024-03-02T11:00:00Z', '2024-03-02']) {
+      src.publishChangeLists([{ ...open, lastmod }]);
+      const at = src.log.length;
+      await dest().sync();
+      assert.ok(src.log.slice(at).includes('/changelist-1.xml'), lastmod);
+    }
+    // A new change moves lastmod past the watermark: read and applied.
+    const changed: ChangeListSpec = {
+      ...open,
+      lastmod: '2024-03-02T12:00:00Z',
+      changes: [
+        ...open.changes,
+        { path: '/res/r4.txt', change: 'updated', datetime: '2024-03-02T12:00:00Z', body: body('r4 v2') },
+      ],
+    };
+    src.publishChangeLists([changed]);
+    const s3 = await dest().sync();
+    assert.equal(s3.counts.updated, 1);
+    assert.deepEqual(readTree(dir).get(local('/res/r4.txt')), body('r4 v2'));
+  });
+
   it('removes deleted resources with --delete', async () => {
     await baseline();
     src.publishChangeLists(lists());

@@ -173,6 +173,23 @@ describe('plan: decisions', () => {
       selectIntervals(docs, '2023-01-01T00:00:00Z').map((d) => d.url),
       ['d1', 'd2', 'open'],
     );
+    // <lastmod> precise to the second and ending before the watermark: nothing after it there.
+    const withLastmod = docs.map((d) => (d.url === 'open' ? { ...d, lastmod: '2024-01-03T05:00:00Z' } : d));
+    assert.deepEqual(
+      selectIntervals(withLastmod, '2024-01-03T05:00:01Z').map((d) => d.url),
+      [],
+    );
+    assert.deepEqual(
+      selectIntervals(withLastmod, '2024-01-03T05:00:00.500Z').map((d) => d.url),
+      ['open'],
+    );
+    assert.deepEqual(
+      selectIntervals(
+        docs.map((d) => (d.url === 'open' ? { ...d, lastmod: '2024-01-03' } : d)),
+        '2024-01-05T00:00:00Z',
+      ).map((d) => d.url),
+      ['open'],
+    );
     assert.equal(findGap(docs, undefined, '2024-01-01T00:00:00Z'), undefined);
     assert.equal(findGap(docs, undefined, '2023-12-31T23:59:59Z'), '2024-01-01T00:00:00Z');
     assert.equal(findGap([], '2024-02-01T00:00:00Z', '2024-01-01T00:00:00Z'), '2024-02-01T00:00:00Z');

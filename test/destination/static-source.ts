@@ -55,6 +55,8 @@ export interface ChangeListSpec {
   readonly from: string;
   /** Absent for the open list. */
   readonly until?: string;
+  /** `<lastmod>` of the list's entry in the Change List Index (absent: none). */
+  readonly lastmod?: string;
   readonly changes: readonly ChangeSpec[];
 }
 
@@ -277,7 +279,7 @@ ${entries.join('\n')}
     lists.forEach((l, i) => {
       const path = `/changelist-${i + 1}.xml`;
       locs.push(
-        `  <sitemap><loc>${this.url(path)}</loc><rs:md from="${l.from}"${l.until === undefined ? '' : ` until="${l.until}"`}/></sitemap>`,
+        `  <sitemap><loc>${this.url(path)}</loc>${l.lastmod === undefined ? '' : `<lastmod>${l.lastmod}</lastmod>`}<rs:md from="${l.from}"${l.until === undefined ? '' : ` until="${l.until}"`}/></sitemap>`,
       );
       this.set(path, changeListXml(this.base, l, this.url('/changelist-index.xml')), 'application/xml');
     });
