@@ -309,19 +309,31 @@ export async function writeChangeLists(
     const md: Metadata = { from: formatDatetime(p.fromMs) };
     if (p.untilMs !== undefined) md.until = formatDatetime(p.untilMs);
     const through = isClosed ? p.lastSeq : snap.head.seq;
+    /** Datetime of the list's latest change (its index entry's `<lastmod>`), undefined while it has none. */
+    let lastMs: number | undefined;
     if (!isClosed || !closed.has(p.number)) {
       const path = l.path(setName, file);
       const entries = (async function* () {
         if (p.count === 0 && isClosed) return;
-        for await (const c of snap.changes({ setName, afterSeq: after, throughSeq: through }))
+        for await (const c of snap.changes({ setName, afterSeq: after, throughSeq: through })) {
+          lastMs = c.datetimeMs;
           yield changeEntry(base, c);
+        }
       })();
       await writeDocumentFile(path, header('change-list', md, [up, indexLink]), entries, fsyncOpt(ctx));
       files.push(path);
+    } else if (p.count > 0) {
+      // A closed list written earlier: its last change, by seq (one indexed row).
+      for await (const c of snap.changes({ setName, afterSeq: p.lastSeq - 1, throughSeq: p.lastSeq }))
+        lastMs = c.datetimeMs;
     }
     if (isClosed) nowClosed.push(p.number);
     if (p.lastSeq > after) after = p.lastSeq;
-    indexEntries.push({ element: 'sitemap', loc: l.url(setName, file), md, links: [] });
+    const entry: Entry = { element: 'sitemap', loc: l.url(setName, file), md, links: [] };
+    // §7: <lastmod> of an index entry, here the latest change the list holds: a Destination that is past it
+    // can skip reading the list (an open list is rewritten on every change, so its file time says nothing).
+    if (lastMs !== undefined) entry.lastmod = formatDatetime(lastMs);
+    indexEntries.push(entry);
   }
   const first = parts[0];
   const indexMd: Metadata = first === undefined ? {} : { from: formatDatetime(first.fromMs) };

@@ -17,7 +17,7 @@ import { Readable } from 'node:stream';
 import yazl from 'yazl';
 import { DUMP_MANIFEST_NAME, XML_MEDIA_TYPE, ZIP_MEDIA_TYPE } from '../core/constants.js';
 import { ResourceSyncError } from '../core/errors.js';
-import { formatDatetime } from '../core/datetime.js';
+import { datetimeMs, formatDatetime } from '../core/datetime.js';
 import { createHeader, type Entry, type Link, type Metadata } from '../core/model.js';
 import { writeFileAtomic } from '../io/atomic.js';
 import { writeDocument } from '../xml/writer.js';
@@ -402,23 +402,121 @@ function fsyncOpt(ctx: GenerationContext): { fsync?: boolean } {
   return ctx.fsync === undefined ? {} : { fsync: ctx.fsync };
 }
 
+/** Default of {@link ChangeDumpLimits.minPackageChanges}. */
+export const DEFAULT_MIN_PACKAGE_CHANGES = 1000;
+
+/** Limits of Change Dump packages. */
+export interface ChangeDumpLimits extends DumpLimits {
+  /**
+   * The last package of a Change List's packages, reused from an earlier generation, is rewritten together
+   * with the changes that arrived since when it holds fewer changes than this (default
+   * {@link DEFAULT_MIN_PACKAGE_CHANGES}; 0 never rewrites). Keeps the number of packages bounded when changes
+   * trickle in one at a time: with at least this many new changes between generations nothing already
+   * published is rewritten; with fewer, a generation rewrites fewer than this many.
+   */
+  readonly minPackageChanges?: number;
+}
+
+/** A Change Dump package with the changes it holds, so that a later generation can reuse it. */
+export interface ChangeDumpPackage extends DumpPackage {
+  /** Seq of the first and of the last change listed in the package's manifest. */
+  readonly firstSeq: number;
+  readonly lastSeq: number;
+  /** Number of changes listed in the manifest. */
+  readonly changes: number;
+}
+
 /** A Change Dump package already written for a closed Change List (kept across generations). */
 export type ClosedDumpPackages = ReadonlyMap<number, readonly DumpPackage[]>;
 
+/** Packages of earlier generations a Change Dump may reuse, by Change List number (their files exist). */
+export interface KnownChangeDumpPackages {
+  /** Packages of closed Change Lists: reused whole, never rewritten. */
+  readonly closed: ClosedDumpPackages;
+  /**
+   * Packages written while their Change List was open, in order: reused as long as they still describe the
+   * list's first changes (append-only), the last one rewritten when small (see
+   * {@link ChangeDumpLimits.minPackageChanges}).
+   */
+  readonly open: ReadonlyMap<number, readonly ChangeDumpPackage[]>;
+}
+
+/** What {@link writeChangeDump} wrote and lists. */
+export interface ChangeDumpResult {
+  /** Files written by this generation (packages, manifest copies, the dump documents). */
+  readonly files: WrittenFiles;
+  /** Every package the Change Dump lists, reused or new, in order. */
+  readonly packages: DumpPackage[];
+  /** Packages of the closed Change Lists, by list number (to pass back as `known.closed`). */
+  readonly closed: Map<number, DumpPackage[]>;
+  /** Packages of the open Change List(s), by list number (to pass back as `known.open`). */
+  readonly open: Map<number, ChangeDumpPackage[]>;
+}
+
+/** `until` of a package, in ms (undefined when absent or not a datetime: such a package is not reused). */
+function untilMsOf(p: DumpPackage): number | undefined {
+  const u = p.md.until;
+  if (u === undefined) return undefined;
+  try {
+    return datetimeMs(u);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The packages of a Change List (from an earlier generation, e.g. read back from a saved state) that can be
+ * reused: the longest prefix that covers the list's changes in order (the first after `partAfter`, each after
+ * the previous one, none past the list's last change), with a valid `until`.
+ */
+function reusablePrefix(
+  pkgs: readonly ChangeDumpPackage[],
+  partAfter: number,
+  partLastSeq: number,
+): ChangeDumpPackage[] {
+  const out: ChangeDumpPackage[] = [];
+  let prev = partAfter;
+  for (const k of pkgs) {
+    const ok =
+      Number.isSafeInteger(k.firstSeq) &&
+      Number.isSafeInteger(k.lastSeq) &&
+      Number.isSafeInteger(k.changes) &&
+      k.firstSeq > prev &&
+      k.lastSeq >= k.firstSeq &&
+      k.lastSeq <= partLastSeq &&
+      k.changes >= 1 &&
+      untilMsOf(k) !== undefined;
+    if (!ok) break;
+    out.push(k);
+    prev = k.lastSeq;
+  }
+  return out;
+}
+
 /**
  * Writes a set's Change Dump (§13): per Change List, packages of its changes (a new version of one resource
- * per change, from the blob copies), named by the seq range they cover. Packages of closed Change Lists found
- * in `closed` are reused. Changes whose bytes were not kept are left out of the package (`onMissing`).
+ * per change, from the blob copies), named by the seq range they cover, then the Change Dump document.
+ *
+ * Packages are append-only: those of closed Change Lists in `known.closed` are reused whole; of a list's
+ * packages in `known.open` (written while it was open), the prefix that still fits is reused, and one new run
+ * of packages (split at `limits`) holds the changes after the last reused one. The last reused package is
+ * rewritten with the new changes when it holds fewer than `limits.minPackageChanges` (unless the result would
+ * be the very same package). Intervals are contiguous: a package's `from` is the previous package's `until`
+ * (the list's `from` for the first package); a new package's `until` is its last change's datetime, or, for
+ * the last package of a list, the list's `until` (the snapshot's time for the open list). A reused package
+ * keeps the `until` it was written with. Changes whose bytes were not kept are left out (`onMissing`).
+ *
+ * Memory: one package's manifest (at most `maxFiles` entries) plus what {@link writePackage} holds.
  */
 export async function writeChangeDump(
   ctx: GenerationContext,
   snap: StoreSnapshot,
   setName: string,
   content: ContentProvider,
-  limits: DumpLimits,
-  closed: ClosedDumpPackages,
+  limits: ChangeDumpLimits,
+  known: KnownChangeDumpPackages,
   onMissing: (c: ChangeRecord) => void,
-): Promise<{ files: WrittenFiles; packages: DumpPackage[]; closed: Map<number, DumpPackage[]> }> {
+): Promise<ChangeDumpResult> {
   const l = ctx.layout;
   const base = l.baseUrl;
   const up: Link = { rel: 'up', href: l.capabilityListUrl(setName) };
@@ -426,40 +524,79 @@ export async function writeChangeDump(
   const files: string[] = [];
   const all: DumpPackage[] = [];
   const nowClosed = new Map<number, DumpPackage[]>();
+  const nowOpen = new Map<number, ChangeDumpPackage[]>();
   const maxFiles = Math.min(limits.maxFiles, ctx.limits.maxEntriesPerDocument);
+  const minChanges = limits.minPackageChanges ?? DEFAULT_MIN_PACKAGE_CHANGES;
   let after = 0;
+  /** `until` of the last package listed so far (the next one starts there). */
+  let prevUntilMs: number | undefined;
   for (const p of parts) {
     const partAfter = after;
     if (p.lastSeq > after) after = p.lastSeq;
     const isClosed = p.untilMs !== undefined;
-    const known = isClosed ? closed.get(p.number) : undefined;
-    if (known !== undefined) {
-      all.push(...known);
-      nowClosed.set(p.number, [...known]);
+    const closed = isClosed ? known.closed.get(p.number) : undefined;
+    if (closed !== undefined) {
+      all.push(...closed);
+      nowClosed.set(p.number, [...closed]);
+      const last = closed.at(-1);
+      if (last !== undefined) prevUntilMs = untilMsOf(last) ?? p.untilMs;
       continue;
     }
     const through = isClosed ? p.lastSeq : snap.head.seq;
-    let written: DumpPackage[];
+    const reusable = reusablePrefix(known.open.get(p.number) ?? [], partAfter, p.lastSeq);
+    let listed: ChangeDumpPackage[];
     try {
-      written = await writePartPackages(p, partAfter, through);
+      listed = await writePartPackages(p, partAfter, through, reusable, prevUntilMs ?? p.fromMs);
     } catch (e) {
       await removeFiles(files); // packages of this generation are listed nowhere yet
       throw e;
     }
-    all.push(...written);
-    if (isClosed) nowClosed.set(p.number, written);
+    all.push(...listed);
+    if (isClosed) nowClosed.set(p.number, listed);
+    else nowOpen.set(p.number, listed);
+    const last = listed.at(-1);
+    if (last !== undefined) prevUntilMs = untilMsOf(last);
   }
 
-  async function writePartPackages(p: ChangeListPart, afterSeq: number, through: number): Promise<DumpPackage[]> {
-    const out: DumpPackage[] = [];
+  /**
+   * The packages of one Change List: `reusable` (all, or all but a small last one), then new packages of the
+   * changes after them, starting at `startMs` when nothing is reused.
+   */
+  async function writePartPackages(
+    p: ChangeListPart,
+    partAfter: number,
+    through: number,
+    reusable: readonly ChangeDumpPackage[],
+    startMs: number,
+  ): Promise<ChangeDumpPackage[]> {
+    const out: ChangeDumpPackage[] = [...reusable];
+    const reusedThrough = out.at(-1)?.lastSeq ?? partAfter;
+    // Nothing after the reused packages: they are the list's packages as they are.
+    if (p.count === 0 || p.lastSeq <= reusedThrough) return out;
+    let replaced: ChangeDumpPackage | undefined;
+    const lastReused = out.at(-1);
+    if (lastReused !== undefined && lastReused.changes < minChanges && (await repackable(lastReused)))
+      replaced = out.pop();
+    const prev = out.at(-1);
+    const afterSeq = prev?.lastSeq ?? partAfter;
     const untilMs = p.untilMs ?? snap.atMs;
     let batch: { c: ChangeRecord; content: boolean }[] = [];
     let bytes = 0;
-    let fromMs = p.fromMs;
+    let fromMs = prev === undefined ? startMs : untilMsOf(prev)!;
     const flush = async (lastMs: number, final: boolean): Promise<void> => {
       if (batch.length === 0) return;
       const first = batch[0]!.c.seq;
       const last = batch[batch.length - 1]!.c.seq;
+      if (replaced !== undefined && first === replaced.firstSeq && last === replaced.lastSeq) {
+        // The very package that was to be replaced (no new change fits in it, or none has its bytes): kept,
+        // not rewritten under the same name.
+        out.push(replaced);
+        fromMs = untilMsOf(replaced)!;
+        replaced = undefined;
+        batch = [];
+        bytes = 0;
+        return;
+      }
       const stem = `changedump-${first}-${last}`;
       const md: Metadata = { from: formatDatetime(fromMs), until: formatDatetime(final ? untilMs : lastMs) };
       const entries = batch.map(({ c, content: k }) =>
@@ -488,34 +625,51 @@ export async function writeChangeDump(
       });
       await writeFileAtomic(l.path(setName, manifestFile), manifest, fsyncOpt(ctx));
       files.push(l.path(setName, zipFile), l.path(setName, manifestFile));
-      out.push({ file: zipFile, manifestFile, length, md, lastmod: formatDatetime(lastMs) });
-      fromMs = lastMs;
+      out.push({
+        file: zipFile,
+        manifestFile,
+        length,
+        md,
+        lastmod: formatDatetime(lastMs),
+        firstSeq: first,
+        lastSeq: last,
+        changes: current.length,
+      });
+      fromMs = final ? untilMs : lastMs;
       batch = [];
       bytes = 0;
     };
-    let lastMs = p.fromMs;
-    if (p.count > 0 || p.untilMs === undefined) {
-      for await (const c of snap.changes({ setName, afterSeq, throughSeq: through })) {
-        let has = false;
-        if (c.change !== 'deleted') {
-          has = await content.hasVersion(c);
-          if (!has) {
-            // Without its bytes the change cannot be in a package (§13.2: `path` is mandatory): left out.
-            onMissing(c);
-            lastMs = c.datetimeMs;
-            continue;
-          }
+    let lastMs = fromMs;
+    for await (const c of snap.changes({ setName, afterSeq, throughSeq: through })) {
+      let has = false;
+      if (c.change !== 'deleted') {
+        has = await content.hasVersion(c);
+        if (!has) {
+          // Without its bytes the change cannot be in a package (§13.2: `path` is mandatory): left out.
+          onMissing(c);
+          lastMs = c.datetimeMs;
+          continue;
         }
-        const size = has ? (c.length ?? 0) : 0;
-        if (batch.length > 0 && (batch.length >= maxFiles || bytes + size > limits.maxBytes))
-          await flush(lastMs, false);
-        batch.push({ c, content: has });
-        bytes += size;
-        lastMs = c.datetimeMs;
       }
+      const size = has ? (c.length ?? 0) : 0;
+      if (batch.length > 0 && (batch.length >= maxFiles || bytes + size > limits.maxBytes)) await flush(lastMs, false);
+      batch.push({ c, content: has });
+      bytes += size;
+      lastMs = c.datetimeMs;
     }
     await flush(lastMs, true);
     return out;
+  }
+
+  /**
+   * Whether a package's changes can all be packaged again: a copy of some bitstream may have gone since (kept
+   * copies are bounded), and rewriting the package would then lose the change it still holds.
+   */
+  async function repackable(k: ChangeDumpPackage): Promise<boolean> {
+    let n = 0;
+    for await (const c of snap.changes({ setName, afterSeq: k.firstSeq - 1, throughSeq: k.lastSeq }))
+      if (c.change === 'deleted' || (await content.hasVersion(c))) n++;
+    return n === k.changes;
   }
 
   const first = parts[0];
@@ -530,5 +684,5 @@ export async function writeChangeDump(
     setName,
     name: 'changedump',
   });
-  return { files: [...files, ...docs], packages: all, closed: nowClosed };
+  return { files: [...files, ...docs], packages: all, closed: nowClosed, open: nowOpen };
 }

@@ -31,9 +31,12 @@ import {
   writeSourceDescription,
 } from './documents.js';
 import {
+  type ChangeDumpLimits,
+  type ChangeDumpPackage,
   type ContentProvider,
-  type DumpPackage,
+  DEFAULT_MIN_PACKAGE_CHANGES,
   type DumpLimits,
+  type DumpPackage,
   fileContent,
   StaleContentError,
   writeChangeDump,
@@ -107,6 +110,14 @@ export interface SourceLimits {
   readonly dumpMaxBytes?: number;
   /** Bitstreams per dump package (default: maxEntriesPerDocument). */
   readonly dumpMaxFiles?: number;
+  /**
+   * Change Dump packages are append-only: a generation reuses the packages already published for the open
+   * Change List and adds one package (split at the limits above) with the changes since. The last of them is
+   * rewritten with the new changes when it holds fewer than this many changes (default 1,000; 0: never), so
+   * changes that trickle in one at a time do not make a package each: with this many new changes or more
+   * between two generations nothing published is rewritten, with fewer a generation rewrites fewer than this.
+   */
+  readonly dumpMinPackageChanges?: number;
   /** Changes per Change List before a new one is opened (default: maxEntriesPerDocument). */
   readonly changeListMaxEntries?: number;
   /** Open a new Change List when a change arrives this long after the current one's `from` (default: never). */
@@ -201,6 +212,12 @@ interface GroupState {
   closed?: number[];
   /** Change Dumps: packages of closed Change Lists, by list number (never rewritten). */
   closedDumps?: Record<string, DumpPackage[]>;
+  /**
+   * Change Dumps: packages of the open Change List, by list number, in order, with the seq range and count
+   * of their changes (reused by the next generation, which appends; they become the list's closed packages
+   * when it closes).
+   */
+  openDumps?: Record<string, ChangeDumpPackage[]>;
 }
 
 /**
@@ -242,11 +259,15 @@ export class Source {
     const maxEntries = l.maxEntriesPerDocument ?? 50_000;
     if (!Number.isInteger(maxEntries) || maxEntries < 1 || maxEntries > 50_000)
       throw new ResourceSyncError('RS_CONFIG', `maxEntriesPerDocument must be 1..50000, not ${maxEntries}`);
+    const minPackage = l.dumpMinPackageChanges ?? DEFAULT_MIN_PACKAGE_CHANGES;
+    if (!Number.isSafeInteger(minPackage) || minPackage < 0)
+      throw new ResourceSyncError('RS_CONFIG', `dumpMinPackageChanges must be an integer >= 0, not ${minPackage}`);
     this.#limits = {
       maxEntriesPerDocument: maxEntries,
       maxBytesPerDocument: l.maxBytesPerDocument ?? 52_428_800,
       dumpMaxBytes: l.dumpMaxBytes ?? 256 << 20,
       dumpMaxFiles: Math.min(l.dumpMaxFiles ?? maxEntries, maxEntries),
+      dumpMinPackageChanges: minPackage,
       changeListMaxEntries: Math.min(l.changeListMaxEntries ?? maxEntries, maxEntries),
       ...(l.changeListPeriodMs === undefined ? {} : { changeListPeriodMs: l.changeListPeriodMs }),
     };
@@ -459,6 +480,10 @@ export class Source {
     return { maxBytes: this.#limits.dumpMaxBytes, maxFiles: this.#limits.dumpMaxFiles };
   }
 
+  #changeDumpLimits(): ChangeDumpLimits {
+    return { ...this.#dumpLimits(), minPackageChanges: this.#limits.dumpMinPackageChanges };
+  }
+
   #contentProvider(): ContentProvider {
     const blobs = this.#options.blobs;
     const fromBlob = async (sha: string | undefined, length: number | undefined) => {
@@ -607,7 +632,7 @@ export class Source {
     const ctx = this.#ctx();
     let files: string[] = [];
     let version: string;
-    let extra: Pick<GroupState, 'closed' | 'closedDumps'> | undefined;
+    let extra: Pick<GroupState, 'closed' | 'closedDumps' | 'openDumps'> | undefined;
     let written: string[] | undefined;
     if (group === 'description') {
       version = JSON.stringify(this.#setInfos().map((s) => [s.name, s.describedBy ?? '']));
@@ -643,24 +668,48 @@ export class Source {
                 `resource dump of set ${name}: the bytes of ${missing} resource(s) are not available; left out`,
               );
           } else {
-            const known = new Map<number, DumpPackage[]>(
-              Object.entries(state?.closedDumps ?? {}).map(([k, v]) => [Number(k), v]),
-            );
-            for (const [n, pkgs] of known)
-              if (!(await filesExist(pkgs.map((p) => this.layout.path(name, p.file))))) known.delete(n);
+            // Packages of earlier generations whose files are all still there (a package of the open list
+            // whose files are gone ends the reusable run: it and those after it are written again).
+            const onDisk = (p: DumpPackage): Promise<boolean> =>
+              filesExist([this.layout.path(name, p.file), this.layout.path(name, p.manifestFile)]);
+            const closed = new Map<number, DumpPackage[]>();
+            for (const [k, v] of Object.entries(state?.closedDumps ?? {})) {
+              let ok = Array.isArray(v);
+              for (const p of ok ? v : []) if (!(await onDisk(p))) ok = false;
+              if (ok) closed.set(Number(k), v);
+            }
+            const open = new Map<number, ChangeDumpPackage[]>();
+            for (const [k, v] of Object.entries(state?.openDumps ?? {})) {
+              const usable: ChangeDumpPackage[] = [];
+              for (const p of Array.isArray(v) ? v : []) {
+                if (!(await onDisk(p))) break;
+                usable.push(p);
+              }
+              open.set(Number(k), usable);
+            }
             let missing = 0;
-            const r = await writeChangeDump(ctx, snap, name, this.#contentProvider(), this.#dumpLimits(), known, () => {
-              missing++;
-            });
+            const r = await writeChangeDump(
+              ctx,
+              snap,
+              name,
+              this.#contentProvider(),
+              this.#changeDumpLimits(),
+              { closed, open },
+              () => {
+                missing++;
+              },
+            );
             if (missing > 0)
               this.#warn(
                 `change dump of set ${name}: ${missing} version(s) were not kept and are left out of the packages`,
               );
-            const kept = [...r.closed.values()]
-              .flat()
-              .flatMap((p) => [this.layout.path(name, p.file), this.layout.path(name, p.manifestFile)]);
-            files = [...new Set([...r.files, ...kept])];
-            extra = { closedDumps: Object.fromEntries(r.closed) };
+            // Every package listed, new or reused, is a file of this generation.
+            const listed = r.packages.flatMap((p) => [
+              this.layout.path(name, p.file),
+              this.layout.path(name, p.manifestFile),
+            ]);
+            files = [...new Set([...r.files, ...listed])];
+            extra = { closedDumps: Object.fromEntries(r.closed), openDumps: Object.fromEntries(r.open) };
           }
           break;
         } catch (e) {
