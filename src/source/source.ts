@@ -5,8 +5,9 @@
  *
  * Documents are generated from the store into the site directory on demand and cached: a group of documents
  * (e.g. a set's Resource List and its parts) is regenerated only when the set's version in the store moved
- * since it was built, never per request. Files are replaced atomically; dump packages get new names per
- * generation, so a package a client saw listed stays what the listing said.
+ * since it was built, never per request. Files are replaced atomically; a dump package is never rewritten
+ * under a name a listing used (Change Dump packages are reused, new ones get new names), so a package a client
+ * saw listed stays what the listing said.
  *
  * @module
  */

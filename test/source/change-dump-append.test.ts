@@ -371,6 +371,33 @@ describe('Change Dump packages are append-only', () => {
     }
   });
 
+  it('a list that closes without a change since the last generation keeps its packages; the next list goes on from them', async () => {
+    const { dir, cleanup } = await tempDir();
+    const s = await openSource(dir, { changeListMaxEntries: 10, dumpMinPackageChanges: 3 });
+    try {
+      await record(s.source, 0, 10);
+      const full = await changeDump(s.source);
+      // The list is full; the next change closes it (until: that change's datetime) and opens list 2.
+      await record(s.source, 10, 2);
+      const parts = await s.store.changeListParts(SET);
+      assert.equal(parts.length, 2);
+      const after = await changeDump(s.source);
+      assert.deepEqual(
+        after.packages.map((p) => p.name),
+        ['changedump-1-10.zip', 'changedump-11-12.zip'],
+      );
+      assert.equal(after.packages[0]!.identity, full.packages[0]!.identity);
+      // The reused package keeps its until (the earlier snapshot); the next package starts there.
+      assert.equal(after.packages[1]!.entry.md?.from, after.packages[0]!.entry.md?.until);
+      await checkCoverage(s.store, after.doc, after.packages);
+      const crawled = await crawl(s.source, s.source.sourceDescriptionUrl);
+      for (const p of crawled.packages.filter((x) => x.url.includes('/changedump-'))) await checkPackage(s.source, p);
+    } finally {
+      await s.close();
+      await cleanup();
+    }
+  });
+
   it('a reopened Source reuses the open packages it persisted; a package whose file is gone is written again', async () => {
     const { dir, cleanup } = await tempDir();
     let s = await openSource(dir, { dumpMinPackageChanges: 3 });
