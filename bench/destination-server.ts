@@ -67,7 +67,9 @@ async function staticMode(n: number, size: number): Promise<void> {
           body,
         });
       }
-      src.publishChangeLists([{ from: AT, changes }]);
+      // The index entry's <lastmod> is the list's latest change, as our Source writes it.
+      src.publishChangeLists([{ from: AT, lastmod: changes[changes.length - 1]?.datetime ?? AT, changes }]);
+      await src.publishChangeDump([{ from: AT, changes }]);
       src.publishCapabilities();
       process.stdout.write(`${JSON.stringify({ ok: true })}\n`);
     }

@@ -5,13 +5,14 @@
  * @module
  */
 import { existsSync, renameSync, rmSync, stat } from 'node:fs';
-import { open, rename, rm } from 'node:fs/promises';
+import { open, rm } from 'node:fs/promises';
 import { dirname, relative, sep } from 'node:path';
 import { type ErrorCode, ResourceSyncError, isResourceSyncError } from '../core/errors.js';
 import type { Hashes } from '../core/hash.js';
 import { syncDir } from '../io/atomic.js';
 import { syncFileSystem } from '../io/syncfs.js';
 import { forEachConcurrent } from './concurrent.js';
+import { sharedFileWriter } from './file-writer.js';
 import { hashFile } from '../io/hashing.js';
 import {
   type Operation,
@@ -114,6 +115,8 @@ type Pending =
 interface Staged {
   readonly tmp: string;
   readonly target: string;
+  /** Whether `target` exists (its rename replaces a file); undefined: not known, looked at when renamed. */
+  readonly replacing: boolean | undefined;
 }
 
 /**
@@ -148,8 +151,8 @@ export class Recorder {
    * Stages a verified temporary file (`batch` durability): it is renamed to `target` by the next flush, after
    * the file system has been flushed. A record of it may come before or after that flush.
    */
-  stage(tmp: string, target: string): void {
-    this.staged.push({ tmp, target });
+  stage(tmp: string, target: string, replacing?: boolean): void {
+    this.staged.push({ tmp, target, replacing });
     if (this.batchStarted === 0) this.batchStarted = Date.now();
   }
 
@@ -218,32 +221,31 @@ export class Recorder {
     }
     // New files are renamed in line, letting the event loop run every 64 (measured against renames on the
     // thread pool, 16 at a time: 6,360/s against 5,930-6,050/s for a list baseline: the pool's round trips cost
-    // more than they overlap). Files replacing existing ones are renamed on the thread pool, 8 at a time,
-    // meanwhile: such a rename frees the old file's blocks (~75 µs per 2 KB file here, 40-55 ms of event loop
-    // for the 500 replacements of an incremental batch). Staged versions of one target keep their order.
+    // more than they overlap). Files replacing existing ones are renamed by the file writer thread meanwhile
+    // (see file-writer.ts): such a rename frees the old file's blocks and starts the new one's writeback
+    // (~75 µs per 2 KB file here, 40-55 ms of event loop for the 500 replacements of an incremental batch).
+    // Staged versions of one target keep their order.
     let failure: unknown;
     const fail = (target: string, e: unknown): void => {
-      failure ??= new ResourceSyncError('RS_IO', `cannot install ${target}: ${(e as Error).message}`, { cause: e });
+      failure ??= isResourceSyncError(e, 'RS_IO')
+        ? e
+        : new ResourceSyncError('RS_IO', `cannot install ${target}: ${(e as Error).message}`, { cause: e });
     };
-    const byTarget = new Map<string, string[]>();
+    const byTarget = new Map<string, { tmps: string[]; replacing: boolean | undefined }>();
     for (const s of staged) {
-      const list = byTarget.get(s.target);
-      if (list === undefined) byTarget.set(s.target, [s.tmp]);
-      else list.push(s.tmp);
+      const group = byTarget.get(s.target);
+      if (group === undefined) byTarget.set(s.target, { tmps: [s.tmp], replacing: s.replacing });
+      else group.tmps.push(s.tmp);
     }
     const inline: [string, string[]][] = [];
-    const pooled: [string, string[]][] = [];
-    for (const group of byTarget) (existsSync(group[0]) ? pooled : inline).push(group);
-    const pooledDone = forEachConcurrent(pooled, 8, async ([target, tmps]) => {
-      for (const tmp of tmps) {
-        try {
-          await rename(tmp, target);
-        } catch (e) {
-          await rm(tmp, { force: true }).catch(() => undefined);
-          fail(target, e);
-        }
-      }
-    });
+    const renames: Promise<void>[] = [];
+    const writer = sharedFileWriter();
+    for (const [target, { tmps, replacing }] of byTarget) {
+      if (!(replacing ?? existsSync(target))) inline.push([target, tmps]);
+      // One target's versions go to the thread in order; it runs them in order.
+      else for (const tmp of tmps) renames.push(writer.rename(tmp, target).catch((e: unknown) => fail(target, e)));
+    }
+    const pooledDone = Promise.all(renames);
     let n = 0;
     for (const [target, tmps] of inline) {
       for (const tmp of tmps) {
@@ -505,13 +507,13 @@ export class SyncContext {
    * durability, written and renamed now otherwise (fsynced first in `file`).
    */
   async placeSmall(target: string, body: Uint8Array): Promise<void> {
+    // A baseline into an empty copy creates files; an incremental run mostly replaces them.
+    const replacing = this.operation === 'incremental' ? true : this.stateWasEmpty ? false : undefined;
     if (this.options.durability === 'batch' && !this.options.dryRun) {
-      // A baseline into an empty copy creates files; an incremental run mostly replaces them.
-      const replacing = this.operation === 'incremental' ? true : this.stateWasEmpty ? false : undefined;
-      this.recorder.stage(await stageSmallFile(target, body, replacing), target);
+      this.recorder.stage(await stageSmallFile(target, body, replacing), target, replacing);
       return;
     }
-    await writeSmallFile(target, body, this.options.durability === 'file');
+    await writeSmallFile(target, body, this.options.durability === 'file', replacing);
   }
 
   /** A record for an installed resource. */

@@ -22,7 +22,6 @@ import {
   unlink,
   unlinkSync,
   write,
-  writeFile,
   writeSync,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
@@ -30,6 +29,7 @@ import type { HashAlgorithm } from '../core/constants.js';
 import { ResourceSyncError } from '../core/errors.js';
 import type { Hashes } from '../core/hash.js';
 import { createMultiHasher } from '../io/hashing.js';
+import { sharedFileWriter } from './file-writer.js';
 import { type HttpClient, retryWhole } from './http.js';
 import { type Expected, verify } from './install.js';
 import { ensureParentDirectory } from './paths.js';
@@ -173,43 +173,43 @@ export function writeSmallTemp(target: string, body: Uint8Array): string {
 
 /**
  * Stages `body` for `target` (see {@link writeSmallTemp}) the way {@link writeSmallFile} writes: synchronously
- * when `target` does not exist yet, on the thread pool when it replaces a file. Measured on an incremental
- * run (1,000 replaced 2 KB files): creating the temporary file next to a file about to be replaced took
- * ~140 µs of the event loop each, while on the pool the loop goes on with the downloads. `replacing`, when the
- * caller knows, spares the check (a stat: ~19 µs of the event loop per file in a busy directory here).
+ * when `target` does not exist yet, on the file writer thread ({@link sharedFileWriter}) when it replaces a
+ * file. Measured on incremental runs (1,000 replaced 2 KB files): creating the temporary file next to a file
+ * about to be replaced took 70-140 µs of the event loop each (this ext4 has no journal, so a new inode is
+ * searched past every inode freed in the last minutes, and an incremental run frees one per replaced file),
+ * and on libuv's pool its three trips (open, write, close) cost the loop as much again under load. `replacing`,
+ * when the caller knows, spares the check (a stat: ~19 µs of the event loop per file in a busy directory here).
  */
 export async function stageSmallFile(target: string, body: Uint8Array, replacing?: boolean): Promise<string> {
   if (!(replacing ?? existsSync(target))) return writeSmallTemp(target, body);
   const tmp = smallTempPath(target);
-  try {
-    await writeNewFileOnPool(tmp, body);
-  } catch (e) {
-    await new Promise<void>((resolve) => unlink(tmp, () => resolve()));
-    throw new ResourceSyncError('RS_IO', `cannot write ${target}: ${(e as Error).message}`, { cause: e });
-  }
+  await sharedFileWriter().create(tmp, body);
   return tmp;
-}
-
-/** Creates `path` (it must not exist) holding `body`, on the thread pool. */
-function writeNewFileOnPool(path: string, body: Uint8Array): Promise<void> {
-  return new Promise<void>((resolve, reject) =>
-    writeFile(path, body, { flag: 'wx', mode: 0o644 }, (e) => (e === null ? resolve() : reject(e))),
-  );
 }
 
 /**
  * Writes `body` next to `target` and renames it over `target`. A new file is written with synchronous open,
  * write, close and rename on the event loop; with `fsync`, only the fdatasync goes to the thread pool (so
  * several files are flushed at once) and the loop moves on meanwhile. A file replacing an existing one is
- * written on the thread pool ({@link writeSmallFileOnPool}). Measured here (2 cores, loopback, 2 KB files): each trip to
+ * written by the file writer thread, or with `fsync` on the thread pool ({@link writeSmallFileOnPool}); `replacing`,
+ * when the caller knows, spares the check. Measured here (2 cores, loopback, 2 KB files): each trip to
  * the thread pool costs a thread wake-up and a completion on the loop, and four of them per file (the
  * asynchronous writeFile + rename) cost more than the four system calls themselves: a dump baseline went from
  * ~7,000 to ~10,000 files/s and from ~140 to ~95 µs CPU per file. The temporary file is removed on failure.
  */
-export async function writeSmallFile(target: string, body: Uint8Array, fsync: boolean): Promise<void> {
-  // Replacing a file is left to the thread pool: a rename over an existing file makes ext4 start the new
-  // file's writeback (auto_da_alloc), which would hold the loop.
-  if (existsSync(target)) return writeSmallFileOnPool(target, body, fsync);
+export async function writeSmallFile(
+  target: string,
+  body: Uint8Array,
+  fsync: boolean,
+  replacing?: boolean,
+): Promise<void> {
+  // Replacing a file is left to another thread: a rename over an existing file makes ext4 start the new
+  // file's writeback (auto_da_alloc), which would hold the loop. Without fsync, one job of the file writer
+  // thread does it all (see stageSmallFile); with fsync, the thread pool flushes several files at once.
+  if (replacing ?? existsSync(target)) {
+    if (!fsync) return sharedFileWriter().install(smallTempPath(target), target, body);
+    return writeSmallFileOnPool(target, body);
+  }
   if (!fsync) {
     writeFileAtomicSync(target, body, false);
     return;
@@ -229,17 +229,12 @@ export async function writeSmallFile(target: string, body: Uint8Array, fsync: bo
 }
 
 /**
- * {@link writeSmallFile} on the thread pool (`writeFile` + `rename`; with `fsync`, open / write / fdatasync /
- * close / rename, so several files are flushed at once), for files that replace existing ones.
+ * {@link writeSmallFile} with fsync on the thread pool (open / write / fdatasync / close / rename, so several
+ * files are flushed at once), for files that replace existing ones.
  */
-async function writeSmallFileOnPool(target: string, body: Uint8Array, fsync: boolean): Promise<void> {
+async function writeSmallFileOnPool(target: string, body: Uint8Array): Promise<void> {
   const tmp = smallTempPath(target);
   try {
-    if (!fsync) {
-      await writeNewFileOnPool(tmp, body);
-      await new Promise<void>((resolve, reject) => rename(tmp, target, (e) => (e === null ? resolve() : reject(e))));
-      return;
-    }
     const fd = await new Promise<number>((resolve, reject) =>
       open(tmp, 'wx', 0o644, (e, fd) => (e === null ? resolve(fd) : reject(e))),
     );
