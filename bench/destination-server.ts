@@ -4,6 +4,7 @@
 //   node --import tsx bench/destination-server.ts static <resources> <bytes>   // static documents + resources
 //   node --import tsx bench/destination-server.ts big <entries>                // a huge Resource List Index, entries generated on request
 //   node --import tsx bench/destination-server.ts real <resources> <bytes>     // our Source: a directory served by createSourceServer
+//                                                                                (BENCH_PUBLISH=request: see realMode)
 //
 // Prints one JSON line {"base": "..."} when listening; reads commands on stdin, one JSON object a line:
 //   {"cmd":"changes","n":1000}  publishes a Change List with n updates (new content), answers {"ok":true}
@@ -142,7 +143,17 @@ async function realMode(n: number, size: number): Promise<void> {
   let resolveSite: (s: Awaited<ReturnType<typeof openDirectorySource>>) => void = () => undefined;
   const server = createSourceServer(new Promise((r) => (resolveSite = r)));
   const { url } = await server.listen(0, '127.0.0.1');
-  const site = await openDirectorySource({ dir, baseUrl: url, stateDir: join(work, 'state'), fsync: false });
+  // BENCH_PUBLISH=request: documents are generated only when requested (the first Destination request after
+  // changes waits for them); by default, as `serve` does, they are regenerated once changes settle, and the
+  // `changes` command answers when that is done.
+  const onRequest = process.env['BENCH_PUBLISH'] === 'request';
+  const site = await openDirectorySource({
+    dir,
+    baseUrl: url,
+    stateDir: join(work, 'state'),
+    fsync: false,
+    ...(onRequest ? { regenerateAfterMs: Number.POSITIVE_INFINITY } : {}),
+  });
   resolveSite(site);
   process.stdout.write(`${JSON.stringify({ base: url.replace(/\/$/, ''), root: '/' })}\n`);
   let round = 0;
@@ -163,6 +174,7 @@ async function realMode(n: number, size: number): Promise<void> {
         }),
       );
       await site.scan();
+      if (!onRequest) await site.source.settled();
       process.stdout.write(`${JSON.stringify({ ok: true })}\n`);
     }
   }

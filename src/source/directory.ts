@@ -72,6 +72,8 @@ export interface DirectorySourceOptions {
   readonly capabilityListExtras?: SourceOptions['capabilityListExtras'];
   /** fsync generated files (default true). */
   readonly fsync?: boolean;
+  /** See {@link SourceOptions.regenerateAfterMs} (default 1,000 ms). */
+  readonly regenerateAfterMs?: number;
   /** Unreadable files, vanished files, refused symlinks. */
   readonly onWarning?: (message: string) => void;
   /** Scan the tree when opening (default true). */
@@ -202,6 +204,7 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
       ...(options.capabilityListExtras === undefined ? {} : { capabilityListExtras: options.capabilityListExtras }),
       ...(options.limits === undefined ? {} : { limits: options.limits }),
       ...(options.fsync === undefined ? {} : { fsync: options.fsync }),
+      ...(options.regenerateAfterMs === undefined ? {} : { regenerateAfterMs: options.regenerateAfterMs }),
       onWarning,
       currentContent: async (r) => {
         const abs = join(root, r.uri);

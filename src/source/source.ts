@@ -164,9 +164,10 @@ export interface SourceOptions {
    */
   readonly backgroundAfterMs?: number;
   /**
-   * Quiet time (ms) after the last recorded change before such big groups that were generated before are
-   * regenerated in the background, so requests rarely meet a stale or cold document (default 1,000;
-   * Infinity: only on request).
+   * Quiet time (ms) after the last recorded change before documents that were generated before are
+   * regenerated in the background, so requests rarely meet a stale or cold document: the big Resource Lists
+   * (see `backgroundAfterMs`), and the Change Lists and Change Dumps of the changed sets (default 1,000;
+   * Infinity: only on request). Changes that never settle still get a regeneration every 10 quiet times.
    */
   readonly regenerateAfterMs?: number;
 }
@@ -247,8 +248,11 @@ export class Source {
   readonly #sets = new Map<string, SetDefinition>();
   #closed = false;
   #regenTimer: ReturnType<typeof setTimeout> | undefined;
-  readonly #regenSets = new Set<string>();
+  /** Groups to regenerate when changes settle, as `group:set` keys, in the order they must be generated. */
+  readonly #regenGroups = new Set<string>();
   #regenSince = 0;
+  /** The background regeneration running, if any. */
+  #regenRunning: Promise<void> | undefined;
 
   private constructor(options: SourceOptions) {
     this.#options = options;
@@ -434,7 +438,7 @@ export class Source {
         await this.ensure('description');
       })().catch((e: unknown) => this.#warn(`publishing new set(s) ${added.join(', ')}: ${(e as Error).message}`));
     const out = recorded.map((c) => this.#toRecorded(c));
-    if (inputs.length > 0) this.#scheduleRegeneration(new Set(inputs.map((i) => i.setName)));
+    if (inputs.length > 0) this.#scheduleRegeneration(new Set(inputs.map((i) => i.setName)), log);
     if (out.length > 0)
       for (const l of this.#listeners) {
         try {
@@ -564,26 +568,55 @@ export class Source {
     return (state?.durationMs ?? 0) >= (this.#options.backgroundAfterMs ?? 250);
   }
 
-  /** After changes settle, regenerates the big Resource Lists that were generated before (debounced). */
-  #scheduleRegeneration(sets: Iterable<string>): void {
+  /**
+   * After changes settle, regenerates (debounced) what of the changed sets was generated before: big Resource
+   * Lists, and the Change Lists and Change Dumps that changes made stale. `log`: the changes went into the
+   * change log (not an inventory-only baseline).
+   */
+  #scheduleRegeneration(sets: Iterable<string>, log: boolean): void {
     const wait = this.#options.regenerateAfterMs ?? 1000;
     if (!Number.isFinite(wait) || this.#closed) return;
-    for (const s of sets) if (this.#isBig(this.#groups.get(`resourcelist:${s}`))) this.#regenSets.add(s);
-    if (this.#regenSets.size === 0) return;
-    // Debounced, but changes that never settle still get a regeneration every 10 quiet times.
+    for (const s of sets) {
+      if (this.#isBig(this.#groups.get(`resourcelist:${s}`))) this.#regenGroups.add(`resourcelist:${s}`);
+      if (!log) continue;
+      for (const g of ['changelist', 'changedump'] as const)
+        if (this.#offers(g) && this.#groups.has(`${g}:${s}`)) this.#regenGroups.add(`${g}:${s}`);
+    }
+    if (this.#regenGroups.size === 0) return;
     const now = Date.now();
     if (this.#regenTimer !== undefined && now - this.#regenSince >= 10 * wait) return;
     if (this.#regenTimer === undefined) this.#regenSince = now;
     clearTimeout(this.#regenTimer);
     this.#regenTimer = setTimeout(() => {
       this.#regenTimer = undefined;
-      const todo = [...this.#regenSets];
-      this.#regenSets.clear();
-      void (async () => {
-        for (const s of todo) if (!this.#closed) await this.ensure('resourcelist', s);
-      })().catch((e: unknown) => this.#warn(`regenerating resource lists: ${(e as Error).message}`));
+      const todo = [...this.#regenGroups];
+      this.#regenGroups.clear();
+      const run = (async () => {
+        await this.#regenRunning;
+        for (const key of todo) {
+          if (this.#closed) return;
+          const [group, setName] = key.split(':') as [GroupKind, string];
+          await this.ensure(group, setName);
+        }
+      })()
+        .catch((e: unknown) => this.#warn(`regenerating ${todo.join(', ')}: ${(e as Error).message}`))
+        .finally(() => {
+          if (this.#regenRunning === run) this.#regenRunning = undefined;
+        });
+      this.#regenRunning = run;
     }, wait);
     this.#regenTimer.unref?.();
+  }
+
+  /**
+   * Resolves once the background regeneration that the changes recorded so far scheduled (see
+   * {@link SourceOptions.regenerateAfterMs}) has run: the documents are then published for them.
+   */
+  async settled(): Promise<void> {
+    while (this.#regenTimer !== undefined || this.#regenRunning !== undefined) {
+      if (this.#regenRunning !== undefined) await this.#regenRunning;
+      else await new Promise((r) => setTimeout(r, 10));
+    }
   }
 
   #offers(group: GroupKind): boolean {
