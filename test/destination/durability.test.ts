@@ -1,7 +1,7 @@
 // `batch` durability: staged files stay under temporary names until their batch is flushed (file system
 // flushed, renamed, flushed again), then the records commit; a failed rename fails the batch.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -58,6 +58,41 @@ describe('Recorder in batch durability', () => {
       );
       assert.deepEqual(readdirSync(join(dir, 'a')).sort(), ['f0.txt', 'f1.txt', 'f2.txt']);
       assert.equal(state.get('http://x/a/f2.txt')?.path, 'a/f2.txt');
+    } finally {
+      state.close();
+    }
+  });
+
+  it('commits a group as soon as no commit is running (groupSize), and renames replacements over old files', async () => {
+    const state = DestinationState.open(dir);
+    try {
+      const rec = new Recorder(state, {
+        durability: 'batch',
+        root: dir,
+        batchSize: 1000,
+        flushIntervalMs: 60_000,
+        groupSize: 4,
+      });
+      mkdirSync(join(dir, 'g'), { recursive: true });
+      const targets = [0, 1, 2, 3].map((i) => join(dir, 'g', `f${i}.txt`));
+      for (const t of targets) writeFileSync(t, 'old');
+      for (const [i, t] of targets.entries()) {
+        // Files replacing existing ones: renamed by the file writer thread when the batch commits.
+        rec.stage(writeSmallTemp(`${t}.new`, Buffer.from(`new ${i}`)), t, true);
+        if (i < 3) {
+          await rec.put({ uri: `http://x/g/f${i}.txt`, path: `g/f${i}.txt`, length: 5 }, t);
+          assert.equal(state.get(`http://x/g/f${i}.txt`), undefined, 'below the group size: not committed');
+          assert.equal(readFileSync(t, 'utf8'), 'old');
+        }
+      }
+      // The fourth record makes a group with no commit running: committed now, not after 60 s or 1,000 records.
+      await rec.put({ uri: 'http://x/g/f3.txt', path: 'g/f3.txt', length: 5 }, targets[3]);
+      assert.deepEqual(
+        targets.map((t) => readFileSync(t, 'utf8')),
+        ['new 0', 'new 1', 'new 2', 'new 3'],
+      );
+      assert.equal(state.get('http://x/g/f0.txt')?.path, 'g/f0.txt');
+      assert.deepEqual(readdirSync(join(dir, 'g')).sort(), ['f0.txt', 'f1.txt', 'f2.txt', 'f3.txt']);
     } finally {
       state.close();
     }
