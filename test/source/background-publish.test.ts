@@ -25,8 +25,12 @@ describe('Source background publication', () => {
         regenerateAfterMs: 30,
       });
       try {
-        await source.recordChanges([{ uri: 'items/a.txt', change: 'created', setName: 'items', content: () => bytes('a1') }]);
-        await source.recordChanges([{ uri: 'other/x.txt', change: 'created', setName: 'other', content: () => bytes('x') }]);
+        await source.recordChanges([
+          { uri: 'items/a.txt', change: 'created', setName: 'items', content: () => bytes('a1') },
+        ]);
+        await source.recordChanges([
+          { uri: 'other/x.txt', change: 'created', setName: 'other', content: () => bytes('x') },
+        ]);
         await source.settled();
         // Nothing was asked for yet: nothing is generated in the background.
         assert.deepEqual(await readdir(join(dir, 'site')).catch(() => []), []);
@@ -35,12 +39,16 @@ describe('Source background publication', () => {
         assert.ok(await source.document('/resourcesync/items/changedump.xml'));
         const list = join(dir, 'site', 'resourcesync', 'items', 'changelist-0001.xml');
         assert.doesNotMatch(await readFile(list, 'utf8'), /b\.txt/);
-        await source.recordChanges([{ uri: 'items/b.txt', change: 'created', setName: 'items', content: () => bytes('b1') }]);
+        await source.recordChanges([
+          { uri: 'items/b.txt', change: 'created', setName: 'items', content: () => bytes('b1') },
+        ]);
         await source.settled();
         // Published without a request: the list names the change, the dump has a package holding it.
         assert.match(await readFile(list, 'utf8'), /items\/b\.txt/);
         const dump = await readFile(join(dir, 'site', 'resourcesync', 'items', 'changedump.xml'), 'utf8');
-        const manifest = /href="https:\/\/repo\.example\.org\/resourcesync\/items\/([^"]+-manifest\.xml)"/.exec(dump)?.[1];
+        const manifest = /href="https:\/\/repo\.example\.org\/resourcesync\/items\/([^"]+-manifest\.xml)"/.exec(
+          dump,
+        )?.[1];
         assert.ok(manifest !== undefined, dump);
         assert.match(await readFile(join(dir, 'site', 'resourcesync', 'items', manifest), 'utf8'), /items\/b\.txt/);
         // The other set, never asked for, is still not generated.
