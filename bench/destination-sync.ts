@@ -120,6 +120,60 @@ async function writeFloor(
   return count / (ms / 1000);
 }
 
+/**
+ * Replacing files the way `batch` durability does, in rounds of 1,000 over a tree of N: temporary files
+ * written, one syncfs, each renamed over its file, one syncfs. `spare`: the replaced files are kept (hard link)
+ * and rewritten in place as the next round's temporary files, as spares.ts does. Returns per-file µs of the
+ * writes and of the renames (medians over the rounds after the first).
+ */
+async function replaceRounds(spare: boolean, rounds = 5): Promise<{ write: number; rename: number }> {
+  const { openSync, writeSync, closeSync, renameSync, linkSync, writeFileSync, mkdirSync } = await import('node:fs');
+  const dir = await mkdtemp(join(tmpdir(), 'rs-bench-replace-'));
+  keep.push(dir);
+  const per = 1000;
+  const body = randomBytes(SIZE);
+  for (let d = 0; d < Math.ceil(N / 1000); d++) mkdirSync(join(dir, `d${d}`));
+  mkdirSync(join(dir, 'spare'));
+  for (let i = 0; i < N; i++) writeFileSync(join(dir, `d${Math.floor(i / 1000)}`, `f${i}`), body);
+  await syncFileSystem(dir);
+  const spares: string[] = [];
+  let sn = 0;
+  const writes: number[] = [];
+  const renames: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const targets = Array.from({ length: per }, (_, k) => {
+      const i = (k * 7 + r * per) % N;
+      return join(dir, `d${Math.floor(i / 1000)}`, `f${i}`);
+    });
+    let t0 = performance.now();
+    const tmps = targets.map((t) => {
+      let tmp = spare ? spares.pop() : undefined;
+      let fd: number;
+      if (tmp === undefined) {
+        tmp = spare ? join(dir, 'spare', `s${sn++}`) : `${t}.tmp`;
+        fd = openSync(tmp, 'wx');
+      } else fd = openSync(tmp, 'r+');
+      writeSync(fd, body, 0, body.length, 0);
+      closeSync(fd);
+      return tmp;
+    });
+    writes.push(((performance.now() - t0) * 1000) / per);
+    await syncFileSystem(dir);
+    t0 = performance.now();
+    targets.forEach((t, k) => {
+      if (spare) {
+        const kept = join(dir, 'spare', `s${sn++}`);
+        linkSync(t, kept);
+        spares.push(kept);
+      }
+      renameSync(tmps[k] as string, t);
+    });
+    renames.push(((performance.now() - t0) * 1000) / per);
+    await syncFileSystem(dir);
+  }
+  return { write: median(writes.slice(1)), rename: median(renames.slice(1)) };
+}
+
 /** CPU time (user + system, all threads of this process) of the last run, in µs; its system part; the Source's. */
 let cpuAcc = 0;
 let cpuSys = 0;
@@ -238,6 +292,11 @@ async function measureFloor(report: (line: string) => void): Promise<void> {
   );
 
   floorConcRate = median(floorConc);
+  const plain = await replaceRounds(false);
+  const spare = await replaceRounds(true);
+  report(
+    `floor: replacing files in rounds of 1,000 as batch durability does (write temporaries, syncfs, rename over, syncfs; one thread; medians of rounds 2-5): new temporary files ${plain.write.toFixed(1)} µs + rename over ${plain.rename.toFixed(1)} µs per file; with spares (old files kept by a link, rewritten in place): ${spare.write.toFixed(1)} µs + ${spare.rename.toFixed(1)} µs per file`,
+  );
 }
 
 /** Files/s of the write floor at concurrency 16 (NaN when not measured). */

@@ -27,7 +27,8 @@ import type { HttpClient } from './http.js';
 import { downloadAndInstall, installFromStream, verify } from './install.js';
 import type { PathMapper } from './paths.js';
 import { type ExpectedContent, algorithmsFor } from './plan.js';
-import { SMALL_RESOURCE_BYTES, downloadSmall, stageSmallFile, writeSmallFile } from './small.js';
+import { SMALL_RESOURCE_BYTES, downloadSmall, smallTempPath, stageSmallFile, writeSmallFile } from './small.js';
+import type { SparePool } from './spares.js';
 import type { DestinationState, ResourceRecord } from './state.js';
 import { createMultiHasher } from '../io/hashing.js';
 import { ensureParentDirectory } from './paths.js';
@@ -107,6 +108,11 @@ export interface RecorderOptions {
    */
   readonly groupSize?: number;
   /**
+   * Where replaced files are kept as spares instead of freed, in `batch` durability (see spares.ts); without
+   * it, they are freed.
+   */
+  readonly spares?: SparePool;
+  /**
    * A batch is also committed once its first record or staged file is this old (default 250 ms in `batch`
    * durability, 1,000 ms otherwise), so a crash loses at most about this much finished work, and a run's last
    * batch (whose commit the run waits for) stays small.
@@ -124,6 +130,8 @@ interface Staged {
   readonly target: string;
   /** Whether `target` exists (its rename replaces a file); undefined: not known, looked at when renamed. */
   readonly replacing: boolean | undefined;
+  /** `tmp` is a spare of the pool (see spares.ts). */
+  readonly spare: boolean;
 }
 
 /**
@@ -167,8 +175,8 @@ export class Recorder {
    * Stages a verified temporary file (`batch` durability): it is renamed to `target` by the next flush, after
    * the file system has been flushed. A record of it may come before or after that flush.
    */
-  stage(tmp: string, target: string, replacing?: boolean): void {
-    this.staged.push({ tmp, target, replacing });
+  stage(tmp: string, target: string, replacing?: boolean, spare = false): void {
+    this.staged.push({ tmp, target, replacing, spare });
     if (this.batchStarted === 0) this.batchStarted = Date.now();
   }
 
@@ -257,10 +265,25 @@ export class Recorder {
     const inline: [string, string[]][] = [];
     const renames: Promise<void>[] = [];
     const writer = sharedFileWriter();
+    const pool = this.options.spares;
+    const spareOf = new Set<string>();
+    for (const s of staged) if (s.spare) spareOf.add(s.tmp);
+    const replace = async (tmp: string, target: string): Promise<void> => {
+      const keep = pool?.reserve();
+      let kept = -1;
+      try {
+        kept = await writer.replace(tmp, target, keep, pool?.keepMax ?? 0, smallTempPath(target));
+      } catch (e) {
+        fail(target, e);
+      } finally {
+        if (keep !== undefined) pool?.released(keep, kept >= 0);
+        if (spareOf.has(tmp)) pool?.dropped();
+      }
+    };
     for (const [target, { tmps, replacing }] of byTarget) {
       if (!(replacing ?? existsSync(target))) inline.push([target, tmps]);
       // One target's versions go to the thread in order; it runs them in order.
-      else for (const tmp of tmps) renames.push(writer.rename(tmp, target).catch((e: unknown) => fail(target, e)));
+      else for (const tmp of tmps) renames.push(replace(tmp, target));
     }
     const pooledDone = Promise.all(renames);
     let n = 0;
@@ -321,6 +344,8 @@ export interface ContextOptions {
   readonly resumed?: boolean;
   /** Small resources (declared length ≤ 256 KiB) are received in memory (default true). */
   readonly smallFastPath?: boolean;
+  /** Spare files for replacements in `batch` durability (see spares.ts). */
+  readonly spares?: SparePool;
   readonly signal?: AbortSignal;
 }
 
@@ -353,6 +378,7 @@ export class SyncContext {
     this.recorder = new Recorder(state, {
       durability: options.dryRun ? 'none' : options.durability,
       root: options.dir,
+      ...(options.spares === undefined ? {} : { spares: options.spares }),
     });
   }
 
@@ -527,6 +553,17 @@ export class SyncContext {
     // A baseline into an empty copy creates files; an incremental run mostly replaces them.
     const replacing = this.operation === 'incremental' ? true : this.stateWasEmpty ? false : undefined;
     if (this.options.durability === 'batch' && !this.options.dryRun) {
+      const spare = replacing === true ? this.options.spares?.take() : undefined;
+      if (spare !== undefined) {
+        try {
+          await sharedFileWriter().refill(spare, body);
+          this.recorder.stage(spare, target, replacing, true);
+          return;
+        } catch {
+          // Not a usable spare (removed by the writer): a new temporary file instead.
+          this.options.spares?.dropped();
+        }
+      }
       this.recorder.stage(await stageSmallFile(target, body, replacing), target, replacing);
       return;
     }

@@ -18,6 +18,7 @@ import { HttpClient, type HttpClientOptions } from './http.js';
 import { type IncrementalSources, parseFromOption, runIncremental } from './incremental.js';
 import { STATE_DIR_NAME, createPathMapper } from './paths.js';
 import { DestinationState, STATE_DB_NAME } from './state.js';
+import { SPARE_DIR_NAME, SparePool } from './spares.js';
 import { sweepTempFiles } from './sweep.js';
 import { type CopyLock, lockCopy } from './lock.js';
 
@@ -180,6 +181,9 @@ export class Destination {
         durability: o.durability ?? 'batch',
         tmpDir,
       };
+      // Replaced small files are kept as spares for the next replacements (see spares.ts).
+      if (!readOnly && ctxOptions.durability === 'batch')
+        ctxOptions.spares = await SparePool.open(join(this.dir, STATE_DIR_NAME, SPARE_DIR_NAME));
       if (o.maxPackageBytes !== undefined) ctxOptions.maxPackageBytes = o.maxPackageBytes;
       if (o.smallFastPath !== undefined) ctxOptions.smallFastPath = o.smallFastPath;
       if (journal !== undefined) ctxOptions.resumed = true;

@@ -14,7 +14,21 @@
  *
  * @module
  */
-import { closeSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  copyFileSync,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  linkSync,
+  lstatSync,
+  openSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
+import { dirname } from 'node:path';
 import { type ResourceLimits, Worker } from 'node:worker_threads';
 import { ResourceSyncError } from '../core/errors.js';
 
@@ -25,7 +39,30 @@ type Job =
   /** Creates `tmp` holding `body` and renames it over `target`; `tmp` is removed on failure. */
   | { readonly kind: 'install'; readonly tmp: string; readonly target: string; readonly body: Uint8Array }
   /** Renames `from` over `to`; `from` is removed on failure. */
-  | { readonly kind: 'rename'; readonly from: string; readonly to: string };
+  | { readonly kind: 'rename'; readonly from: string; readonly to: string }
+  /**
+   * Rewrites the spare file `path` (see spares.ts) to hold exactly `body`, in place: its blocks are reused, so
+   * none is freed or allocated for a body of the same size. Refused (`ENOTSPARE`) unless `path` is a regular
+   * file with a single link: a spare must never share its inode with a file of the copy. `path` is removed on
+   * failure (a spare is scratch).
+   */
+  | { readonly kind: 'refill'; readonly path: string; readonly body: Uint8Array }
+  /**
+   * Renames `from` over `to`, first keeping the replaced file as the spare `keep` (a hard link, so its inode
+   * and blocks are not freed) when it is a regular file of at most `keepMax` bytes. Answers the kept size, or
+   * -1. `from` is removed on failure, and `keep` whenever `to` was not replaced. When `from` and `to` are on
+   * different file systems (EXDEV), `from` is copied to `xdevTmp` next to `to`, which is fsynced, renamed
+   * over `to`, and `toDir` fsynced.
+   */
+  | {
+      readonly kind: 'replace';
+      readonly from: string;
+      readonly to: string;
+      readonly keep: string | undefined;
+      readonly keepMax: number;
+      readonly xdevTmp: string;
+      readonly toDir: string;
+    };
 
 type Numbered = Job & { readonly id: number };
 
@@ -35,13 +72,14 @@ const { parentPort } = require('node:worker_threads');
 const fs = require('node:fs');
 ${runJob.toString()}
 ${createFile.toString()}
+${refillFile.toString()}
+${replaceFile.toString()}
 ${removeQuietly.toString()}
 parentPort.on('message', (jobs) => {
   const out = [];
   for (const job of jobs) {
     try {
-      runJob(job, fs);
-      out.push({ id: job.id });
+      out.push({ id: job.id, value: runJob(job, fs) });
     } catch (e) {
       out.push({ id: job.id, code: String(e && e.code || ''), message: String(e && e.message || e) });
     }
@@ -57,13 +95,23 @@ interface SyncFs {
   closeSync: typeof closeSync;
   renameSync: typeof renameSync;
   unlinkSync: typeof unlinkSync;
+  fstatSync: typeof fstatSync;
+  lstatSync: typeof lstatSync;
+  ftruncateSync: typeof ftruncateSync;
+  linkSync: typeof linkSync;
+  copyFileSync: typeof copyFileSync;
+  fsyncSync: typeof fsyncSync;
+  constants: typeof constants;
 }
 
-// The next three functions run in the worker as their source text (see WORKER_SOURCE): they must not use
-// anything outside their parameters and each other.
+// The next functions run in the worker as their source text (see WORKER_SOURCE): they must not use anything
+// outside their parameters and each other.
 
-function runJob(job: Job, fs: SyncFs): void {
+/** Runs one job; answers the `replace` job's kept size (else undefined). */
+function runJob(job: Job, fs: SyncFs): number | undefined {
   if (job.kind === 'create') createFile(job.path, job.body, fs);
+  else if (job.kind === 'refill') refillFile(job.path, job.body, fs);
+  else if (job.kind === 'replace') return replaceFile(job, fs);
   else if (job.kind === 'install') {
     createFile(job.tmp, job.body, fs);
     try {
@@ -80,6 +128,7 @@ function runJob(job: Job, fs: SyncFs): void {
       throw e;
     }
   }
+  return undefined;
 }
 
 function createFile(path: string, body: Uint8Array, fs: SyncFs): void {
@@ -99,6 +148,81 @@ function createFile(path: string, body: Uint8Array, fs: SyncFs): void {
   }
 }
 
+function refillFile(path: string, body: Uint8Array, fs: SyncFs): void {
+  let fd: number | undefined;
+  try {
+    fd = fs.openSync(path, fs.constants.O_WRONLY | fs.constants.O_NOFOLLOW);
+    const st = fs.fstatSync(fd);
+    if (!st.isFile() || st.nlink !== 1)
+      throw Object.assign(new Error(`${path} is not a spare file (${st.nlink} links)`), { code: 'ENOTSPARE' });
+    let off = 0;
+    while (off < body.byteLength) off += fs.writeSync(fd, body, off, body.byteLength - off, off);
+    if (st.size > body.byteLength) fs.ftruncateSync(fd, body.byteLength);
+    fs.closeSync(fd);
+  } catch (e) {
+    if (fd !== undefined)
+      try {
+        fs.closeSync(fd);
+      } catch {
+        // closed already, or failing anyway
+      }
+    removeQuietly(path, fs);
+    throw e;
+  }
+}
+
+function replaceFile(
+  job: { from: string; to: string; keep: string | undefined; keepMax: number; xdevTmp: string; toDir: string },
+  fs: SyncFs,
+): number {
+  let kept = -1;
+  if (job.keep !== undefined) {
+    try {
+      const st = fs.lstatSync(job.to);
+      if (st.isFile() && st.size <= job.keepMax) {
+        fs.linkSync(job.to, job.keep);
+        kept = st.size;
+      }
+    } catch {
+      // nothing to keep (a new file), or the link failed: the old file is freed as usual
+    }
+  }
+  try {
+    fs.renameSync(job.from, job.to);
+    return kept;
+  } catch (e) {
+    // `keep` links the file still at `to`: it must not stay a spare.
+    if (kept >= 0) removeQuietly(job.keep as string, fs);
+    if ((e as { code?: string }).code !== 'EXDEV') {
+      removeQuietly(job.from, fs);
+      throw e;
+    }
+  }
+  // Another file system: a copy, made durable there, then renamed.
+  try {
+    fs.copyFileSync(job.from, job.xdevTmp, fs.constants.COPYFILE_EXCL);
+    const fd = fs.openSync(job.xdevTmp, 'r');
+    try {
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.renameSync(job.xdevTmp, job.to);
+    const dir = fs.openSync(job.toDir, 'r');
+    try {
+      fs.fsyncSync(dir);
+    } finally {
+      fs.closeSync(dir);
+    }
+  } catch (e) {
+    removeQuietly(job.xdevTmp, fs);
+    throw e;
+  } finally {
+    removeQuietly(job.from, fs);
+  }
+  return -1;
+}
+
 function removeQuietly(path: string, fs: SyncFs): void {
   try {
     fs.unlinkSync(path);
@@ -107,10 +231,23 @@ function removeQuietly(path: string, fs: SyncFs): void {
   }
 }
 
-const LOCAL_FS: SyncFs = { openSync, writeSync, closeSync, renameSync, unlinkSync };
+const LOCAL_FS: SyncFs = {
+  openSync,
+  writeSync,
+  closeSync,
+  renameSync,
+  unlinkSync,
+  fstatSync,
+  lstatSync,
+  ftruncateSync,
+  linkSync,
+  copyFileSync,
+  fsyncSync,
+  constants,
+};
 
 interface Waiter {
-  readonly resolve: () => void;
+  readonly resolve: (value: number | undefined) => void;
   readonly reject: (e: Error) => void;
   readonly what: string;
 }
@@ -138,18 +275,34 @@ export class FileWriter {
   #drained: (() => void)[] = [];
 
   /** Creates `path` (which must not exist) holding `body`. @throws ResourceSyncError RS_IO */
-  create(path: string, body: Uint8Array): Promise<void> {
-    return this.#submit({ kind: 'create', path, body: ownBytes(body) }, path);
+  async create(path: string, body: Uint8Array): Promise<void> {
+    await this.#submit({ kind: 'create', path, body: ownBytes(body) }, path);
   }
 
   /** Writes `body` to the new file `tmp` and renames it over `target`. @throws ResourceSyncError RS_IO */
-  install(tmp: string, target: string, body: Uint8Array): Promise<void> {
-    return this.#submit({ kind: 'install', tmp, target, body: ownBytes(body) }, target);
+  async install(tmp: string, target: string, body: Uint8Array): Promise<void> {
+    await this.#submit({ kind: 'install', tmp, target, body: ownBytes(body) }, target);
   }
 
   /** Renames `from` over `to` (`from` is removed if that fails). @throws ResourceSyncError RS_IO */
-  rename(from: string, to: string): Promise<void> {
-    return this.#submit({ kind: 'rename', from, to }, to);
+  async rename(from: string, to: string): Promise<void> {
+    await this.#submit({ kind: 'rename', from, to }, to);
+  }
+
+  /**
+   * Rewrites the spare file `path` in place to hold `body` (see the `refill` job).
+   * @throws ResourceSyncError RS_IO (its cause's code `ENOTSPARE` for a file that is not a spare)
+   */
+  async refill(path: string, body: Uint8Array): Promise<void> {
+    await this.#submit({ kind: 'refill', path, body: ownBytes(body) }, path);
+  }
+
+  /**
+   * Renames `from` over `to`, keeping the replaced file as the spare `keep` (see the `replace` job); answers
+   * the kept file's size, or -1 when nothing was kept. @throws ResourceSyncError RS_IO
+   */
+  async replace(from: string, to: string, keep: string | undefined, keepMax: number, xdevTmp: string): Promise<number> {
+    return (await this.#submit({ kind: 'replace', from, to, keep, keepMax, xdevTmp, toDir: dirname(to) }, to)) ?? -1;
   }
 
   /** Stops the thread once its jobs are done (a later job starts a new one). */
@@ -168,10 +321,10 @@ export class FileWriter {
     for (const f of d) f();
   }
 
-  #submit(job: Job, what: string): Promise<void> {
+  #submit(job: Job, what: string): Promise<number | undefined> {
     if (this.#broken !== undefined) return runHere(job, what);
     const id = this.#nextId++;
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<number | undefined>((resolve, reject) => {
       this.#waiting.set(id, { resolve, reject, what });
       this.#queue.push({ ...job, id });
       if (!this.#scheduled) {
@@ -209,14 +362,14 @@ export class FileWriter {
     });
     let answered = false;
     worker.unref();
-    worker.on('message', (results: { id: number; code?: string; message?: string }[]) => {
+    worker.on('message', (results: { id: number; value?: number; code?: string; message?: string }[]) => {
       answered = true;
       for (const r of results) {
         this.#sent.delete(r.id);
         const w = this.#waiting.get(r.id);
         if (w === undefined) continue;
         this.#waiting.delete(r.id);
-        if (r.message === undefined) w.resolve();
+        if (r.message === undefined) w.resolve(r.value);
         else {
           const cause = Object.assign(new Error(r.message), { code: r.code });
           w.reject(new ResourceSyncError('RS_IO', `cannot write ${w.what}: ${r.message}`, { cause }));
@@ -257,10 +410,9 @@ export class FileWriter {
 }
 
 /** A job on the calling thread (when the worker is unavailable). */
-function runHere(job: Job, what: string): Promise<void> {
+function runHere(job: Job, what: string): Promise<number | undefined> {
   try {
-    runJob(job, LOCAL_FS);
-    return Promise.resolve();
+    return Promise.resolve(runJob(job, LOCAL_FS));
   } catch (e) {
     return Promise.reject(
       new ResourceSyncError('RS_IO', `cannot write ${what}: ${(e as Error).message}`, { cause: e }),
