@@ -67,6 +67,61 @@ describe('dump packages', () => {
     await assert.rejects(DumpPackage.open(file), (e) => isResourceSyncError(e, 'RS_ZIP') && /unsafe/.test(e.message));
   });
 
+  it('reads a manifest whole (up to 4 MiB) or streamed (larger), with the same entries; refuses a corrupt one', async () => {
+    const dir = await newDir();
+    const manifestOf = (n: number): Buffer => {
+      let x = `<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+<rs:md capability="resourcedump-manifest" at="${AT}"/>
+`;
+      for (let i = 0; i < n; i++)
+        x += `<url><loc>http://example.org/res/r${i}.txt</loc><rs:md length="10" path="/resources/r${i}.txt" hash="md5:${'0'.repeat(32)} sha-256:${'0'.repeat(64)}" type="text/plain"/></url>\n`;
+      return Buffer.from(`${x}</urlset>\n`);
+    };
+    for (const [n, bigger] of [
+      [50, false],
+      [20_000, true],
+    ] as const) {
+      const manifest = manifestOf(n);
+      assert.equal(manifest.length > 4 * 1024 * 1024, bigger);
+      const file = join(dir, `m${n}.zip`);
+      await writeFile(file, await buildZip([['manifest.xml', manifest]]));
+      const pkg = await DumpPackage.open(file, { url: 'http://example.org/p.zip' });
+      try {
+        const doc = await pkg.openManifest();
+        assert.equal(doc.header.kind, 'resource-dump-manifest');
+        let count = 0;
+        let last = '';
+        for await (const e of doc.entries) {
+          count++;
+          last = e.md?.path ?? '';
+        }
+        assert.equal(count, n);
+        assert.equal(last, `/resources/r${n - 1}.txt`);
+      } finally {
+        await pkg.close();
+      }
+    }
+    // One byte of the compressed manifest flipped: refused as a corrupt package, naming it.
+    const zip = await buildZip([['manifest.xml', manifestOf(50)]]);
+    const dataAt = 30 + zip.readUInt16LE(26) + zip.readUInt16LE(28);
+    zip[dataAt + 20] = (zip[dataAt + 20] as number) ^ 0xff;
+    const file = join(dir, 'corrupt.zip');
+    await writeFile(file, zip);
+    const pkg = await DumpPackage.open(file, { url: 'http://example.org/c.zip' });
+    try {
+      await assert.rejects(
+        (async () => {
+          const doc = await pkg.openManifest();
+          for await (const _ of doc.entries);
+        })(),
+        (e) => isResourceSyncError(e, 'RS_ZIP') || isResourceSyncError(e, 'RS_XML_SYNTAX'),
+      );
+    } finally {
+      await pkg.close();
+    }
+  });
+
   it('refuses a truncated ZIP and one without manifest.xml', async () => {
     const dir = await newDir();
     const zip = await buildZip([
