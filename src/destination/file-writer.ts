@@ -266,7 +266,6 @@ export class FileWriter {
   /** Why the thread is not used (it could not start, or died): jobs run on the calling thread. */
   #broken: Error | undefined;
   #queue: Numbered[] = [];
-  #scheduled = false;
   readonly #waiting = new Map<number, Waiter>();
   #nextId = 1;
   /** Jobs posted to the thread and not answered yet. */
@@ -327,15 +326,21 @@ export class FileWriter {
     return new Promise<number | undefined>((resolve, reject) => {
       this.#waiting.set(id, { resolve, reject, what });
       this.#queue.push({ ...job, id });
-      if (!this.#scheduled) {
-        this.#scheduled = true;
-        setImmediate(() => this.#post());
-      }
+      // Jobs wait up to 1 ms for company, unless a full message's worth is there: every message costs the loop
+      // a thread wake-up (~30 µs here under load), and jobs that trickle in one per HTTP response (an
+      // incremental run over Change Lists) went one per message with a post per loop turn. Measured there:
+      // 310-360 against 325-510 ms per 1,000 changes; no change when jobs come in bursts (a Change Dump).
+      if (this.#queue.length >= MESSAGE_JOBS) this.#post();
+      else this.#timer ??= setTimeout(() => this.#post(), 1);
     });
   }
 
+  /** The pending post of the queue, if any. */
+  #timer: ReturnType<typeof setTimeout> | undefined;
+
   #post(): void {
-    this.#scheduled = false;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
     const jobs = this.#queue;
     this.#queue = [];
     if (jobs.length === 0) return;
@@ -427,6 +432,9 @@ function runHere(job: Job, what: string): Promise<number | undefined> {
 function ownBytes(body: Uint8Array): Uint8Array {
   return body.byteOffset === 0 && body.byteLength === body.buffer.byteLength ? body : new Uint8Array(body);
 }
+
+/** Jobs that make a message at once (see FileWriter's submit). */
+const MESSAGE_JOBS = 16;
 
 let shared: FileWriter | undefined;
 
