@@ -265,8 +265,14 @@ class DirectorySourceImpl implements DirectorySource {
   #queue: Promise<unknown> = Promise.resolve();
   #watcher: WatchHandle | undefined;
   #closed = false;
-  /** Inventory records of recently served files (invalidated around every write through this Source). */
+  /**
+   * Inventory records of recently served files: forgotten on every write through this Source, and after a
+   * scan's own write, refilled with the records it wrote (see {@link DirectorySourceImpl.#record}).
+   */
   readonly #records: RecordCache;
+  /** Change notifications of the Source received while one of our own writes runs (see {@link #record}). */
+  readonly #noticed: (readonly RecordedChange[])[] = [];
+  #writing = 0;
   readonly #unsubscribe: () => void;
   /** False once `/proc/self/fd` turned out not to exist (the checked open is then never tried). */
   #procFd = true;
@@ -288,8 +294,11 @@ class DirectorySourceImpl implements DirectorySource {
     this.#ctx = ctx;
     this.#options = options;
     this.#records = new RecordCache(source.store);
-    // Writes through the Source itself (recordChanges) besides the scans' records below.
-    this.#unsubscribe = source.onChange(() => this.#records.invalidate());
+    // Every write through the Source (recordChanges, and our scans' records below) notifies: forget all.
+    this.#unsubscribe = source.onChange((changes) => {
+      this.#records.invalidate();
+      if (this.#writing > 0) this.#noticed.push(changes);
+    });
   }
 
   get baseUrl(): URL {
@@ -306,12 +315,22 @@ class DirectorySourceImpl implements DirectorySource {
     return p;
   }
 
+  /**
+   * Records a scan's changes. The record cache then holds the records just written (the files a Destination
+   * reading the Change Lists asks for next), unless another write went through the Source meanwhile (a
+   * notification other than this write's own: then it is only cleared, as by every write).
+   */
   #record = async (changes: ChangeInput[], log: boolean): Promise<void> => {
     this.#records.invalidate();
+    if (this.#writing++ === 0) this.#noticed.length = 0;
+    let recorded: readonly RecordedChange[] | undefined;
     try {
-      await this.source.record(changes, log);
+      recorded = await this.source.record(changes, log);
     } finally {
-      this.#records.invalidate();
+      const foreign = recorded === undefined || this.#noticed.some((n) => n !== recorded);
+      if (--this.#writing === 0) this.#noticed.length = 0;
+      if (foreign) this.#records.invalidate();
+      else this.#records.written(changes);
     }
   };
 
@@ -495,5 +514,7 @@ class DirectorySourceImpl implements DirectorySource {
     await this.#queue;
     await this.source.close();
     await this.store.close();
+    // Lookups now reach the closed store (RS_STORE), not records cached from before.
+    this.#records.invalidate();
   }
 }

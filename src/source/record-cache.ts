@@ -8,16 +8,20 @@
  * in {@link PROBE_EVERY} reads ahead again to notice when the order comes back).
  *
  * Correctness does not rest on the cache alone: the caller still compares the record's file identity with the
- * file it opened (a changed file takes the full way), and the owner calls {@link RecordCache.invalidate} around
- * every write to the store (a write racing with a lookup leaves nothing stale behind: a lookup that saw a write
- * start or end while it ran does not fill the cache).
+ * file it opened (a changed file takes the full way), and the owner tells the cache about every write to the
+ * store: {@link RecordCache.invalidate} forgets everything; after a write of its own whose changes it knows,
+ * {@link RecordCache.written} replaces just the records of those changes with what the store now holds for
+ * them ({@link SourceStore.recordOf}), so that the files a scan just found changed, which a Destination reading
+ * the Change Lists asks for next, are served without a store lookup each. Either way a write racing with a
+ * lookup leaves nothing stale behind: a lookup that saw a write start or end while it ran does not fill the
+ * cache.
  *
  * Memory: at most `maxEntries` records (default 4,096; a record is a few hundred bytes), plus one read-ahead
  * batch of `readAhead` records.
  *
  * @module
  */
-import type { ResourceRecord, SourceStore } from './store.js';
+import type { ChangeInput, ResourceRecord, SourceStore } from './store.js';
 
 /** Options of {@link RecordCache}. */
 export interface RecordCacheOptions {
@@ -64,6 +68,36 @@ export class RecordCache {
   invalidate(): void {
     this.#generation++;
     this.#entries.clear();
+  }
+
+  /**
+   * Call right after `changes` were recorded in the store, when no other write happened since the cache last
+   * heard of one (else call {@link invalidate}): the records of those resources become what the store now holds
+   * (deleted ones, and ones whose stored record the store cannot tell beforehand, are forgotten; of a batch
+   * larger than the cache, the first `maxEntries` are kept), every other record stays; lookups running now will
+   * not fill the cache. Without {@link SourceStore.recordOf} this is {@link invalidate}.
+   *
+   * Memory: the bound of the cache holds (the oldest records make room).
+   */
+  written(changes: readonly ChangeInput[]): void {
+    const recordOf = this.#store.recordOf?.bind(this.#store);
+    if (recordOf === undefined) {
+      this.invalidate();
+      return;
+    }
+    this.#generation++;
+    for (const c of changes) this.#entries.delete(c.uri);
+    let kept = 0;
+    // The last change of a resource in the batch is the one the store holds.
+    const last = new Map<string, ChangeInput>();
+    for (const c of changes) last.set(c.uri, c);
+    for (const c of last.values()) {
+      if (kept >= this.#maxEntries) break;
+      const record = recordOf(c);
+      if (record === undefined || record.uri !== c.uri) continue;
+      this.#put(c.uri, { record, ahead: false });
+      kept++;
+    }
   }
 
   /** The stored record of `uri` (as {@link SourceStore.getResource}), from the cache when it holds it. */

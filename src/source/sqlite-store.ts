@@ -126,6 +126,33 @@ function fromRawResource(row: RawResourceRow): ResourceRecord {
   return resourceRecord(uri, setName, length, hashes, lastmodMs, type, fileId);
 }
 
+/**
+ * The `resources` row {@link SqliteStore.recordChanges} writes for a created or updated resource (`nowMs`: the
+ * batch's datetime, the last modification when the change gives none).
+ */
+function upsertRow(c: ChangeInput, nowMs: number): ResourceRow {
+  const h = c.hashes ?? {};
+  return {
+    uri: c.uri,
+    set_name: c.setName,
+    length: c.length ?? 0,
+    type: c.type ?? null,
+    md5: h.md5 ?? null,
+    sha1: h['sha-1'] ?? null,
+    sha256: h['sha-256'] ?? null,
+    lastmod_ms: c.lastmodMs ?? nowMs,
+    file_id: c.fileId ?? null,
+  };
+}
+
+/** A lone surrogate (with the `u` flag, a paired one is one code point, not matched). */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** True when SQLite stores the string as it is (a lone surrogate would come back as U+FFFD). */
+function storedAsIs(text: string | null): boolean {
+  return text === null || !LONE_SURROGATE.test(text);
+}
+
 function toResource(row: ResourceRow): ResourceRecord {
   return resourceRecord(row.uri, row.set_name, row.length, hashesOf(row), row.lastmod_ms, row.type, row.file_id);
 }
@@ -317,6 +344,16 @@ class SqliteStore implements SourceStore {
     return row === undefined ? undefined : toResource(row);
   }
 
+  recordOf(change: ChangeInput): ResourceRecord | undefined {
+    if (change.change === 'deleted' || change.lastmodMs === undefined) return undefined;
+    const row = upsertRow(change, change.lastmodMs);
+    // Values that come back from SQLite exactly as written (integers within 2^53, well-formed strings).
+    if (!Number.isSafeInteger(row.length) || !Number.isSafeInteger(row.lastmod_ms)) return undefined;
+    for (const t of [row.uri, row.set_name, row.type, row.md5, row.sha1, row.sha256, row.file_id])
+      if (!storedAsIs(t)) return undefined;
+    return toResource(row);
+  }
+
   resourcesFromSync(uri: string, limit: number): ResourceRecord[] {
     this.#check();
     return this.#stmts.pageFrom.all(uri, Math.max(1, Math.floor(limit))).map(fromRawResource);
@@ -373,18 +410,7 @@ class SqliteStore implements SourceStore {
       for (const c of changes) {
         const h = c.hashes ?? {};
         if (c.change === 'deleted') s.remove.run(c.uri);
-        else
-          s.upsert.run({
-            uri: c.uri,
-            set_name: c.setName,
-            length: c.length ?? 0,
-            type: c.type ?? null,
-            md5: h.md5 ?? null,
-            sha1: h['sha-1'] ?? null,
-            sha256: h['sha-256'] ?? null,
-            lastmod_ms: c.lastmodMs ?? now,
-            file_id: c.fileId ?? null,
-          });
+        else s.upsert.run(upsertRow(c, now));
         let part = partFor(c.setName, now);
         if (!log) continue;
         if (part.count >= maxEntries || (periodMs !== undefined && now >= part.from_ms + periodMs)) {

@@ -157,6 +157,12 @@ export interface SourceStore {
    * Memory: `limit` records.
    */
   resourcesFromSync?(uri: string, limit: number): ResourceRecord[];
+  /**
+   * Optional, for caches in front of the store: the record {@link getResource} returns after `change` (a
+   * created or updated resource) was recorded, computed without reading the store; undefined when it cannot
+   * be known beforehand (a deletion, no `lastmodMs`, a value the backend would not keep as it is).
+   */
+  recordOf?(change: ChangeInput): ResourceRecord | undefined;
   /** Version of one set: bumped by every write transaction touching it (documents of the set depend on it). */
   setVersion(setName: string): Promise<number>;
   countResources(setName?: string): Promise<number>;
