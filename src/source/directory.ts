@@ -18,7 +18,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { ResourceSyncError } from '../core/errors.js';
 import { BlobStore } from './blobs.js';
 import { fileContent } from './dumps.js';
-import { isSafeRelativePath, requestRelativePath } from './paths.js';
+import { isSafeRelativePath, requestRelativePath, resourceUrl } from './paths.js';
 import { sameFileState, type ScanContext, type ScanStats, scanPaths, scanTree } from './scan.js';
 import {
   type DocumentEvent,
@@ -266,13 +266,14 @@ class DirectorySourceImpl implements DirectorySource {
   #watcher: WatchHandle | undefined;
   #closed = false;
   /**
-   * Inventory records of recently served files: forgotten on every write through this Source, and after a
-   * scan's own write, refilled with the records it wrote (see {@link DirectorySourceImpl.#record}).
+   * Inventory records of recently served files: all forgotten on every write through the Source that is not a
+   * scan's own; a scan's write replaces just the records of its changes (see {@link DirectorySourceImpl.#record}).
    */
   readonly #records: RecordCache;
-  /** Change notifications of the Source received while one of our own writes runs (see {@link #record}). */
-  readonly #noticed: (readonly RecordedChange[])[] = [];
-  #writing = 0;
+  /** The scan's batch being recorded (see {@link #record}), and the notifications received meanwhile. */
+  #ownBatch:
+    | { readonly changes: readonly ChangeInput[]; readonly log: boolean; own: number; foreign: number }
+    | undefined;
   readonly #unsubscribe: () => void;
   /** False once `/proc/self/fd` turned out not to exist (the checked open is then never tried). */
   #procFd = true;
@@ -294,10 +295,14 @@ class DirectorySourceImpl implements DirectorySource {
     this.#ctx = ctx;
     this.#options = options;
     this.#records = new RecordCache(source.store);
-    // Every write through the Source (recordChanges, and our scans' records below) notifies: forget all.
+    // A write through the Source other than a scan's own (recordChanges) forgets every record at once.
     this.#unsubscribe = source.onChange((changes) => {
-      this.#records.invalidate();
-      if (this.#writing > 0) this.#noticed.push(changes);
+      const batch = this.#ownBatch;
+      if (batch !== undefined && this.#isBatch(changes, batch.changes, batch.log)) batch.own++;
+      else {
+        this.#records.invalidate();
+        if (batch !== undefined) batch.foreign++;
+      }
     });
   }
 
@@ -321,18 +326,34 @@ class DirectorySourceImpl implements DirectorySource {
    * notification other than this write's own: then it is only cleared, as by every write).
    */
   #record = async (changes: ChangeInput[], log: boolean): Promise<void> => {
-    this.#records.invalidate();
-    if (this.#writing++ === 0) this.#noticed.length = 0;
-    let recorded: readonly RecordedChange[] | undefined;
+    // Records of other resources stay: a scan's later batches (its silent one, e.g. racy files hashed again,
+    // follows the logged ones) keep what the earlier ones wrote. Scans and records run one at a time (#serial).
+    this.#records.writing(changes);
+    const batch = { changes, log, own: 0, foreign: 0 };
+    this.#ownBatch = batch;
+    let recorded = false;
     try {
-      recorded = await this.source.record(changes, log);
+      await this.source.record(changes, log);
+      recorded = true;
     } finally {
-      const foreign = recorded === undefined || this.#noticed.some((n) => n !== recorded);
-      if (--this.#writing === 0) this.#noticed.length = 0;
-      if (foreign) this.#records.invalidate();
+      this.#ownBatch = undefined;
+      // A logged batch notifies once (one recorded change per input); anything else was another write.
+      const expected = log && changes.length > 0 ? 1 : 0;
+      if (!recorded || batch.foreign > 0 || batch.own !== expected) this.#records.invalidate();
       else this.#records.written(changes);
     }
   };
+
+  /** True when `notice` is what recording the logged batch `changes` notifies (the same changes, in order). */
+  #isBatch(notice: readonly RecordedChange[], changes: readonly ChangeInput[], log: boolean): boolean {
+    if (!log || notice.length !== changes.length) return false;
+    for (let i = 0; i < changes.length; i++) {
+      const n = notice[i]!;
+      const c = changes[i]!;
+      if (n.change !== c.change || n.setName !== c.setName || n.uri !== resourceUrl(this.baseUrl, c.uri)) return false;
+    }
+    return true;
+  }
 
   scan(): Promise<ScanStats> {
     return this.#serial(async () => {

@@ -9,8 +9,8 @@
  *
  * Correctness does not rest on the cache alone: the caller still compares the record's file identity with the
  * file it opened (a changed file takes the full way), and the owner tells the cache about every write to the
- * store: {@link RecordCache.invalidate} forgets everything; after a write of its own whose changes it knows,
- * {@link RecordCache.written} replaces just the records of those changes with what the store now holds for
+ * store: {@link RecordCache.invalidate} forgets everything; around a write of its own whose changes it knows,
+ * {@link RecordCache.writing} and {@link RecordCache.written} replace just the records of those changes with what the store now holds for
  * them ({@link SourceStore.recordOf}), so that the files a scan just found changed, which a Destination reading
  * the Change Lists asks for next, are served without a store lookup each. Either way a write racing with a
  * lookup leaves nothing stale behind: a lookup that saw a write start or end while it ran does not fill the
@@ -68,6 +68,16 @@ export class RecordCache {
   invalidate(): void {
     this.#generation++;
     this.#entries.clear();
+  }
+
+  /**
+   * Call right before `changes` are recorded in the store (by the owner, who then calls {@link written} or
+   * {@link invalidate}): their records are forgotten, every other record stays (the write does not touch them);
+   * lookups running now will not fill the cache.
+   */
+  writing(changes: readonly ChangeInput[]): void {
+    this.#generation++;
+    for (const c of changes) this.#entries.delete(c.uri);
   }
 
   /**

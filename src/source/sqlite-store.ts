@@ -349,6 +349,9 @@ class SqliteStore implements SourceStore {
     const row = upsertRow(change, change.lastmodMs);
     // Values that come back from SQLite exactly as written (integers within 2^53, well-formed strings).
     if (!Number.isSafeInteger(row.length) || !Number.isSafeInteger(row.lastmod_ms)) return undefined;
+    // -0 comes back as 0.
+    if (row.length === 0) row.length = 0;
+    if (row.lastmod_ms === 0) row.lastmod_ms = 0;
     for (const t of [row.uri, row.set_name, row.type, row.md5, row.sha1, row.sha256, row.file_id])
       if (!storedAsIs(t)) return undefined;
     return toResource(row);

@@ -4,6 +4,7 @@
 // it is now, or refused; never the old bytes, never anything outside the collection.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, rename, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -220,7 +221,7 @@ describe('resource lookup while files are replaced', () => {
 });
 
 describe('record cache wiring', () => {
-  it('a record written through the DirectorySource (a scan) clears the cached records', async () => {
+  it('a scan replaces only the records of what it changed; a write through the Source (recordChanges) clears them all', async () => {
     const wroot = await mkdtemp(join(tmpdir(), 'rs-checked-open-cache-'));
     const wdir = join(wroot, 'c');
     await mkdir(wdir);
@@ -254,6 +255,86 @@ describe('record cache wiring', () => {
       assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, first.headers.etag);
       await writeFile(join(wdir, 'b.txt'), 'b changed\n');
       await s.scanPaths(['b.txt']);
+      assert.equal((await fetchRaw(p, '/b.txt')).body.toString(), 'b changed\n');
+      assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, first.headers.etag, 'a scan of b leaves a cached');
+      await s.source.recordChanges([{ uri: 'elsewhere.txt', change: 'created', length: 1, lastmod: 1_000 }]);
+      assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, `"${other}"`);
+    } finally {
+      await srv.close();
+      await s.close();
+      await rm(wroot, { recursive: true, force: true });
+    }
+  });
+
+  it('after a scan, the files it found changed are served from the records it wrote; a later rewrite is still detected; a write through the Source clears them', async () => {
+    const wroot = await mkdtemp(join(tmpdir(), 'rs-checked-open-written-'));
+    const wdir = join(wroot, 'c');
+    await mkdir(wdir);
+    await writeFile(join(wdir, 'a.txt'), 'a, first\n');
+    await writeFile(join(wdir, 'b.txt'), 'b, first\n');
+    const s = await openDirectorySource({ dir: wdir, baseUrl: 'http://example.test/', stateDir: join(wroot, 'state') });
+    const srv = createSourceServer(s);
+    const p = (await srv.listen(0, '127.0.0.1')).port;
+    const sha = (text: string) => `"${createHash('sha256').update(text).digest('hex')}"`;
+    try {
+      assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, sha('a, first\n'));
+      await writeFile(join(wdir, 'a.txt'), 'a, second\n');
+      await touch(join(wdir, 'a.txt'));
+      await s.scan();
+      const rec = await s.store.getResource('a.txt');
+      assert.ok(rec !== undefined && rec.hashes['sha-256'] === sha('a, second\n').slice(1, -1));
+      // A write straight into the store (not through the Source), same file identity, another hash: not seen,
+      // since the record the scan wrote is served from the cache (before any request asked for it).
+      const other = 'f'.repeat(64);
+      const bypass = async (sha256: string) =>
+        s.store.recordChanges(
+          [
+            {
+              uri: 'a.txt',
+              change: 'updated',
+              setName: rec.setName,
+              length: rec.length,
+              ...(rec.type === undefined ? {} : { type: rec.type }),
+              hashes: { 'sha-256': sha256 },
+              lastmodMs: rec.lastmodMs,
+              ...(rec.fileId === undefined ? {} : { fileId: rec.fileId }),
+            },
+          ],
+          { log: false },
+        );
+      await bypass(other);
+      const served = await fetchRaw(p, '/a.txt');
+      assert.equal(served.body.toString(), 'a, second\n');
+      assert.equal(served.headers.etag, sha('a, second\n'), 'the record the scan wrote');
+      assert.equal(served.headers['last-modified'], new Date(rec.lastmodMs).toUTCString());
+      await bypass(rec.hashes['sha-256']!);
+      // Rewritten after the scan, same length: the checked open sees another identity, the file is hashed again.
+      await writeFile(join(wdir, 'a.txt'), 'a, third!\n');
+      await touch(join(wdir, 'a.txt'));
+      const third = await fetchRaw(p, '/a.txt');
+      assert.equal(third.body.toString(), 'a, third!\n');
+      assert.equal(third.headers.etag, sha('a, third!\n'));
+      // A write through the Source (not a scan of ours) clears the cached records: a bypassing write is then seen.
+      const now = await s.store.getResource('a.txt');
+      assert.ok(now !== undefined && now.hashes['sha-256'] === sha('a, third!\n').slice(1, -1));
+      assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, sha('a, third!\n'));
+      await s.store.recordChanges(
+        [
+          {
+            uri: 'a.txt',
+            change: 'updated',
+            setName: now.setName,
+            length: now.length,
+            ...(now.type === undefined ? {} : { type: now.type }),
+            hashes: { 'sha-256': other },
+            lastmodMs: now.lastmodMs,
+            ...(now.fileId === undefined ? {} : { fileId: now.fileId }),
+          },
+        ],
+        { log: false },
+      );
+      assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, sha('a, third!\n'), 'still cached');
+      await s.source.recordChanges([{ uri: 'elsewhere.txt', change: 'created', length: 1, lastmod: 1_000 }]);
       assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, `"${other}"`);
     } finally {
       await srv.close();
