@@ -25,7 +25,8 @@
  * run: C files of the same set, never rewritten, in the same sparse pattern ("sparse unchanged"), and the
  * same two at one request in flight (a Destination that writes every file is much slower than this client:
  * the Source then answers one request per wake-up), so that what comes from the files having just changed is
- * told apart from what comes from the sparse pattern and from the request rate.
+ * told apart from what comes from the sparse pattern and from the request rate; with the harvest part, the
+ * bare `fs.readFileSync` server at one request in flight too (the floor of any node:http server at that rate).
  *
  * Run: `node --import tsx bench/source-get.ts [--files 10000] [--runs 3] [--size 2048] [--order list|numeric|random]
  *   [--part all|harvest|incremental]`
@@ -390,6 +391,7 @@ async function main(): Promise<void> {
     const fresh = series();
     const freshOne = series();
     const freshRepeat = series();
+    const floorSyncOne = series();
     let rescanMs = 0;
     for (let run = 1; run <= RUNS; run++) {
       if (harvest && bare !== undefined && bareSync !== undefined) {
@@ -412,6 +414,7 @@ async function main(): Promise<void> {
         push(fresh, await measure(source, sparseOf(s, 0), { warm, profile: `changed-${run}` }));
         push(freshOne, await measure(source, sparseOf(s, 1), { warm, inFlight: 1, profile: `changed1-${run}` }));
         push(freshRepeat, await measure(source, sparseOf(s, 0), { warm }));
+        if (bareSync !== undefined) push(floorSyncOne, await measure(bareSync, sparseOf(s, 5), { warm, inFlight: 1 }));
       }
     }
     await stopChild(source);
@@ -436,8 +439,9 @@ async function main(): Promise<void> {
       process.stdout.write(`just-changed, repeat, ${IN_FLIGHT} in flight:   ${fmt(freshRepeat)}\n`);
       process.stdout.write(`sparse unchanged, 1 in flight:         ${fmt(sparseOne)}\n`);
       process.stdout.write(`just-changed, 1 in flight:             ${fmt(freshOne)}\n`);
+      if (harvest) process.stdout.write(`bare node:http + fs.readFileSync, 1 in flight: ${fmt(floorSyncOne)}\n`);
       process.stdout.write(
-        `ratio of CPU per GET: just-changed / sparse unchanged ${ratio(fresh, sparse)}x (1 in flight: ${ratio(freshOne, sparseOne)}x); just-changed repeat / just-changed ${ratio(freshRepeat, fresh)}x${harvest ? `; sparse unchanged / list-order harvest ${ratio(sparse, first)}x, just-changed / list-order harvest ${ratio(fresh, first)}x` : ''}\n`,
+        `ratio of CPU per GET: just-changed / sparse unchanged ${ratio(fresh, sparse)}x (1 in flight: ${ratio(freshOne, sparseOne)}x); just-changed repeat / just-changed ${ratio(freshRepeat, fresh)}x${harvest ? `; sparse unchanged / list-order harvest ${ratio(sparse, first)}x, just-changed / list-order harvest ${ratio(fresh, first)}x; just-changed / bare readFileSync, 1 in flight ${ratio(freshOne, floorSyncOne)}x` : ''}\n`,
       );
     }
     process.stdout.write(`# load average now ${load()}\n`);
