@@ -384,7 +384,7 @@ async function benchIncremental(
       }
       const rate = 1000 / (median(times) / 1000);
       report(
-        `incremental of 1,000 changes (${via === 'dump' ? 'Change Dump, the default' : 'Change Lists, --no-dumps'}), durability=${durability}: ${rate.toFixed(0)} changes/s (median ${median(times).toFixed(0)} ms; last run ${cpuPer(1000)})`,
+        `incremental of 1,000 changes (${via === 'dump' ? 'Change Dump, the default' : 'Change Lists, --no-dumps'}), durability=${durability}: ${rate.toFixed(0)} changes/s (median ${median(times).toFixed(0)} ms of ${times.map((t) => t.toFixed(0)).join(', ')}; last run ${cpuPer(1000)})`,
       );
     }
   keep.push(dir);
