@@ -11,31 +11,17 @@
 //   {"cmd":"exit"}              exits (so that `node --cpu-prof` writes its profile)
 //   {"cmd":"profile-start"}     starts the CPU profiler (sampling every 200 µs), answers {"ok":true}
 //   {"cmd":"profile-stop","file":"x.cpuprofile"}  stops it and writes the profile, answers {"ok":true}
-import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { Session } from 'node:inspector/promises';
 import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
+import { handleProfileCommand } from './profiler.js';
 import { type ChangeSpec, StaticSource, makeResources } from '../test/destination/static-source.js';
 
 const AT = '2025-01-01T00:00:00Z';
 
-let session: Session | undefined;
-
-/** Handles the profiler commands (see the top); returns whether `cmd` was one (and has been answered). */
+/** Handles the profiler commands (see bench/profiler.ts); returns whether `cmd` was one (and has been answered). */
 async function profileCommand(cmd: { cmd: string; file?: string }): Promise<boolean> {
-  if (cmd.cmd === 'profile-start') {
-    if (session === undefined) {
-      session = new Session();
-      session.connect();
-      await session.post('Profiler.enable');
-      await session.post('Profiler.setSamplingInterval', { interval: 200 });
-    }
-    await session.post('Profiler.start');
-  } else if (cmd.cmd === 'profile-stop' && session !== undefined) {
-    const { profile } = await session.post('Profiler.stop');
-    writeFileSync(cmd.file ?? 'source.cpuprofile', JSON.stringify(profile));
-  } else return false;
+  if (!(await handleProfileCommand(cmd))) return false;
   process.stdout.write(`${JSON.stringify({ ok: true })}\n`);
   return true;
 }

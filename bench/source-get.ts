@@ -39,14 +39,14 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Session } from 'node:inspector/promises';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
+import { handleProfileCommand } from './profiler.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const NODE_ARGS = SELF.endsWith('.ts') ? ['--import', 'tsx'] : [];
@@ -163,8 +163,6 @@ interface Command {
   readonly file?: string;
 }
 
-let session: Session | undefined;
-
 /**
  * Prints the base URL, then answers `cpu` with this process's CPU time (µs), `profile-start` / `profile-stop`,
  * and what `other` takes, until stdin closes.
@@ -182,19 +180,10 @@ async function answer(
       continue;
     }
     const cmd = JSON.parse(line) as Command;
-    if (cmd.cmd === 'profile-start') {
-      if (session === undefined) {
-        session = new Session();
-        session.connect();
-        await session.post('Profiler.enable');
-        await session.post('Profiler.setSamplingInterval', { interval: 100 });
-      }
-      await session.post('Profiler.start');
-    } else if (cmd.cmd === 'profile-stop' && session !== undefined) {
-      const { profile } = await session.post('Profiler.stop');
-      writeFileSync(cmd.file ?? 'source.cpuprofile', JSON.stringify(profile));
-    } else if (!(await other(cmd))) throw new Error(`unknown command ${line}`);
-    else continue;
+    if (!(await handleProfileCommand(cmd, 100))) {
+      if (!(await other(cmd))) throw new Error(`unknown command ${line}`);
+      continue;
+    }
     process.stdout.write(`${JSON.stringify({ ok: true })}\n`);
   }
   await close();
