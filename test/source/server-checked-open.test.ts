@@ -9,7 +9,12 @@ import { mkdir, mkdtemp, rename, rm, symlink, utimes, writeFile } from 'node:fs/
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type DirectorySource, openDirectorySource } from '../../src/source/index.js';
+import {
+  type DirectorySource,
+  type ResourceRecord,
+  type SourceStore,
+  openDirectorySource,
+} from '../../src/source/index.js';
 import { createSourceServer, type SourceServer } from '../../src/source/server.js';
 import { fetchRaw, openFdCount } from './server-helpers.js';
 
@@ -220,6 +225,25 @@ describe('resource lookup while files are replaced', () => {
   });
 });
 
+/** Writes another sha-256 for `rec` straight into the store, bypassing the Source (same file identity). */
+async function writeHashBehindSource(store: SourceStore, rec: ResourceRecord, sha256: string): Promise<void> {
+  await store.recordChanges(
+    [
+      {
+        uri: rec.uri,
+        change: 'updated',
+        setName: rec.setName,
+        length: rec.length,
+        ...(rec.type === undefined ? {} : { type: rec.type }),
+        hashes: { 'sha-256': sha256 },
+        ...(rec.lastmodMs === undefined ? {} : { lastmodMs: rec.lastmodMs }),
+        ...(rec.fileId === undefined ? {} : { fileId: rec.fileId }),
+      },
+    ],
+    { log: false },
+  );
+}
+
 describe('record cache wiring', () => {
   it('a scan replaces only the records of what it changed; a write through the Source (recordChanges) clears them all', async () => {
     const wroot = await mkdtemp(join(tmpdir(), 'rs-checked-open-cache-'));
@@ -236,21 +260,7 @@ describe('record cache wiring', () => {
       assert.ok(rec !== undefined && first.headers.etag === `"${rec.hashes['sha-256']}"`);
       // A write straight into the store (not through the Source), same file identity, another hash.
       const other = 'f'.repeat(64);
-      await s.store.recordChanges(
-        [
-          {
-            uri: 'a.txt',
-            change: 'updated',
-            setName: rec.setName,
-            length: rec.length,
-            ...(rec.type === undefined ? {} : { type: rec.type }),
-            hashes: { 'sha-256': other },
-            lastmodMs: rec.lastmodMs,
-            ...(rec.fileId === undefined ? {} : { fileId: rec.fileId }),
-          },
-        ],
-        { log: false },
-      );
+      await writeHashBehindSource(s.store, rec, other);
       // Not seen yet: the record is cached (a write that bypasses the Source is seen after the next one through it).
       assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, first.headers.etag);
       await writeFile(join(wdir, 'b.txt'), 'b changed\n');
@@ -318,21 +328,7 @@ describe('record cache wiring', () => {
       const now = await s.store.getResource('a.txt');
       assert.ok(now !== undefined && now.hashes['sha-256'] === sha('a, third!\n').slice(1, -1));
       assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, sha('a, third!\n'));
-      await s.store.recordChanges(
-        [
-          {
-            uri: 'a.txt',
-            change: 'updated',
-            setName: now.setName,
-            length: now.length,
-            ...(now.type === undefined ? {} : { type: now.type }),
-            hashes: { 'sha-256': other },
-            lastmodMs: now.lastmodMs,
-            ...(now.fileId === undefined ? {} : { fileId: now.fileId }),
-          },
-        ],
-        { log: false },
-      );
+      await writeHashBehindSource(s.store, now, other);
       assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, sha('a, third!\n'), 'still cached');
       await s.source.recordChanges([{ uri: 'elsewhere.txt', change: 'created', length: 1, lastmod: 1_000 }]);
       assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, `"${other}"`);
