@@ -166,8 +166,9 @@ export interface SourceOptions {
   /**
    * Quiet time (ms) after the last recorded change before documents that were generated before are
    * regenerated in the background, so requests rarely meet a stale or cold document: the big Resource Lists
-   * (see `backgroundAfterMs`), and the Change Lists and Change Dumps of the changed sets (default 1,000;
-   * Infinity: only on request). Changes that never settle still get a regeneration every 10 quiet times.
+   * (see `backgroundAfterMs`), and the Change Lists and Change Dumps of the changed sets that were requested
+   * since their last generation (default 1,000; Infinity: only on request). Changes that never settle still get
+   * a regeneration every 10 quiet times.
    */
   readonly regenerateAfterMs?: number;
 }
@@ -253,6 +254,8 @@ export class Source {
   #regenSince = 0;
   /** The background regeneration running, if any. */
   #regenRunning: Promise<void> | undefined;
+  /** Change List and Change Dump groups (`group:set`) requested since their last generation. */
+  readonly #wanted = new Set<string>();
 
   private constructor(options: SourceOptions) {
     this.#options = options;
@@ -579,8 +582,11 @@ export class Source {
     for (const s of sets) {
       if (this.#isBig(this.#groups.get(`resourcelist:${s}`))) this.#regenGroups.add(`resourcelist:${s}`);
       if (!log) continue;
+      // Only what was asked for since its last generation: a Change Dump of large files nobody fetches any
+      // more is not rewritten after every burst of changes.
       for (const g of ['changelist', 'changedump'] as const)
-        if (this.#offers(g) && this.#groups.has(`${g}:${s}`)) this.#regenGroups.add(`${g}:${s}`);
+        if (this.#offers(g) && this.#groups.has(`${g}:${s}`) && this.#wanted.has(`${g}:${s}`))
+          this.#regenGroups.add(`${g}:${s}`);
     }
     if (this.#regenGroups.size === 0) return;
     const now = Date.now();
@@ -596,6 +602,8 @@ export class Source {
         for (const key of todo) {
           if (this.#closed) return;
           const [group, setName] = key.split(':') as [GroupKind, string];
+          // Asked for again from now on (a request during the generation counts).
+          this.#wanted.delete(key);
           await this.ensure(group, setName);
         }
       })()
@@ -866,6 +874,8 @@ export class Source {
     if (target.setName !== undefined && !this.#sets.has(target.setName)) return undefined;
     if (!this.#offers(target.group)) return undefined;
     const isPackage = target.file.endsWith('.zip') || target.file.endsWith('-manifest.xml');
+    if (target.group === 'changelist' || target.group === 'changedump')
+      this.#wanted.add(`${target.group}:${target.setName}`);
     if (!isPackage) await this.ensure(target.group, target.setName, true);
     else {
       const state = this.#groups.get(`${target.group}:${target.setName}`);

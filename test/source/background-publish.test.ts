@@ -11,7 +11,7 @@ async function* bytes(text: string): AsyncGenerator<Uint8Array> {
 
 /** Change Lists and Change Dumps are published in the background once changes settle. */
 describe('Source background publication', () => {
-  it('regenerates the Change List and Change Dump a Destination asked for, after changes settle, without a request', async () => {
+  it('regenerates the Change List and Change Dump a Destination asked for, after changes settle, without a request, while they are asked for', async () => {
     const { dir, cleanup } = await tempDir();
     const store = await openSqliteStore({ path: join(dir, 'source.db') });
     try {
@@ -53,6 +53,14 @@ describe('Source background publication', () => {
         assert.match(await readFile(join(dir, 'site', 'resourcesync', 'items', manifest), 'utf8'), /items\/b\.txt/);
         // The other set, never asked for, is still not generated.
         assert.deepEqual(await readdir(join(dir, 'site', 'resourcesync')), ['items']);
+        // Not asked for since that generation: the next changes leave the documents to the next request.
+        await source.recordChanges([
+          { uri: 'items/c.txt', change: 'created', setName: 'items', content: () => bytes('c1') },
+        ]);
+        await source.settled();
+        assert.doesNotMatch(await readFile(list, 'utf8'), /items\/c\.txt/);
+        assert.ok(await source.document('/resourcesync/items/changelist.xml'));
+        assert.match(await readFile(list, 'utf8'), /items\/c\.txt/);
       } finally {
         await source.close();
       }
