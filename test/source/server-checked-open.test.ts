@@ -244,17 +244,35 @@ async function writeHashBehindSource(store: SourceStore, rec: ResourceRecord, sh
   );
 }
 
+/**
+ * A directory Source over `files` (name -> content) in a temporary directory, served on 127.0.0.1; `fn` gets
+ * the Source, the server's port and the directory. Everything is closed and removed afterwards.
+ */
+async function withServedDir(
+  prefix: string,
+  files: Record<string, string>,
+  fn: (s: DirectorySource, port: number, dir: string) => Promise<void>,
+  fill?: (dir: string) => Promise<void>,
+): Promise<void> {
+  const wroot = await mkdtemp(join(tmpdir(), prefix));
+  const wdir = join(wroot, 'c');
+  await mkdir(wdir);
+  for (const [name, content] of Object.entries(files)) await writeFile(join(wdir, name), content);
+  await fill?.(wdir);
+  const s = await openDirectorySource({ dir: wdir, baseUrl: 'http://example.test/', stateDir: join(wroot, 'state') });
+  const srv = createSourceServer(s);
+  try {
+    await fn(s, (await srv.listen(0, '127.0.0.1')).port, wdir);
+  } finally {
+    await srv.close();
+    await s.close();
+    await rm(wroot, { recursive: true, force: true });
+  }
+}
+
 describe('record cache wiring', () => {
   it('a scan replaces only the records of what it changed; a write through the Source (recordChanges) clears them all', async () => {
-    const wroot = await mkdtemp(join(tmpdir(), 'rs-checked-open-cache-'));
-    const wdir = join(wroot, 'c');
-    await mkdir(wdir);
-    await writeFile(join(wdir, 'a.txt'), 'a\n');
-    await writeFile(join(wdir, 'b.txt'), 'b\n');
-    const s = await openDirectorySource({ dir: wdir, baseUrl: 'http://example.test/', stateDir: join(wroot, 'state') });
-    const srv = createSourceServer(s);
-    const p = (await srv.listen(0, '127.0.0.1')).port;
-    try {
+    await withServedDir('rs-checked-open-cache-', { 'a.txt': 'a\n', 'b.txt': 'b\n' }, async (s, p, wdir) => {
       const first = await fetchRaw(p, '/a.txt');
       const rec = await s.store.getResource('a.txt');
       assert.ok(rec !== undefined && first.headers.etag === `"${rec.hashes['sha-256']}"`);
@@ -269,24 +287,13 @@ describe('record cache wiring', () => {
       assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, first.headers.etag, 'a scan of b leaves a cached');
       await s.source.recordChanges([{ uri: 'elsewhere.txt', change: 'created', length: 1, lastmod: 1_000 }]);
       assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, `"${other}"`);
-    } finally {
-      await srv.close();
-      await s.close();
-      await rm(wroot, { recursive: true, force: true });
-    }
+    });
   });
 
   it('after a scan, the files it found changed are served from the records it wrote; a later rewrite is still detected; a write through the Source clears them', async () => {
-    const wroot = await mkdtemp(join(tmpdir(), 'rs-checked-open-written-'));
-    const wdir = join(wroot, 'c');
-    await mkdir(wdir);
-    await writeFile(join(wdir, 'a.txt'), 'a, first\n');
-    await writeFile(join(wdir, 'b.txt'), 'b, first\n');
-    const s = await openDirectorySource({ dir: wdir, baseUrl: 'http://example.test/', stateDir: join(wroot, 'state') });
-    const srv = createSourceServer(s);
-    const p = (await srv.listen(0, '127.0.0.1')).port;
     const sha = (text: string) => `"${createHash('sha256').update(text).digest('hex')}"`;
-    try {
+    const files = { 'a.txt': 'a, first\n', 'b.txt': 'b, first\n' };
+    await withServedDir('rs-checked-open-written-', files, async (s, p, wdir) => {
       assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, sha('a, first\n'));
       await writeFile(join(wdir, 'a.txt'), 'a, second\n');
       await touch(join(wdir, 'a.txt'));
@@ -296,28 +303,12 @@ describe('record cache wiring', () => {
       // A write straight into the store (not through the Source), same file identity, another hash: not seen,
       // since the record the scan wrote is served from the cache (before any request asked for it).
       const other = 'f'.repeat(64);
-      const bypass = async (sha256: string) =>
-        s.store.recordChanges(
-          [
-            {
-              uri: 'a.txt',
-              change: 'updated',
-              setName: rec.setName,
-              length: rec.length,
-              ...(rec.type === undefined ? {} : { type: rec.type }),
-              hashes: { 'sha-256': sha256 },
-              lastmodMs: rec.lastmodMs,
-              ...(rec.fileId === undefined ? {} : { fileId: rec.fileId }),
-            },
-          ],
-          { log: false },
-        );
-      await bypass(other);
+      await writeHashBehindSource(s.store, rec, other);
       const served = await fetchRaw(p, '/a.txt');
       assert.equal(served.body.toString(), 'a, second\n');
       assert.equal(served.headers.etag, sha('a, second\n'), 'the record the scan wrote');
       assert.equal(served.headers['last-modified'], new Date(rec.lastmodMs).toUTCString());
-      await bypass(rec.hashes['sha-256']!);
+      await writeHashBehindSource(s.store, rec, rec.hashes['sha-256']!);
       // Rewritten after the scan, same length: the checked open sees another identity, the file is hashed again.
       await writeFile(join(wdir, 'a.txt'), 'a, third!\n');
       await touch(join(wdir, 'a.txt'));
@@ -332,55 +323,35 @@ describe('record cache wiring', () => {
       assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, sha('a, third!\n'), 'still cached');
       await s.source.recordChanges([{ uri: 'elsewhere.txt', change: 'created', length: 1, lastmod: 1_000 }]);
       assert.equal((await fetchRaw(p, '/a.txt')).headers.etag, `"${other}"`);
-    } finally {
-      await srv.close();
-      await s.close();
-      await rm(wroot, { recursive: true, force: true });
-    }
+    });
   });
 
   it('a scan recording its changes in several batches keeps the records of every batch (not only the last)', async () => {
-    const wroot = await mkdtemp(join(tmpdir(), 'rs-checked-open-batches-'));
-    const wdir = join(wroot, 'c');
-    await mkdir(wdir);
     // More changes than one batch of the scan (2,000).
     const n = 2_100;
     const name = (i: number) => `f${String(i).padStart(5, '0')}.txt`;
-    for (let i = 0; i < n; i += 100)
-      await Promise.all(Array.from({ length: 100 }, (_, k) => writeFile(join(wdir, name(i + k)), 'one\n')));
-    const s = await openDirectorySource({ dir: wdir, baseUrl: 'http://example.test/', stateDir: join(wroot, 'state') });
-    const srv = createSourceServer(s);
-    const p = (await srv.listen(0, '127.0.0.1')).port;
-    try {
+    const fill = async (wdir: string): Promise<void> => {
       for (let i = 0; i < n; i += 100)
-        await Promise.all(Array.from({ length: 100 }, (_, k) => writeFile(join(wdir, name(i + k)), 'two\n')));
-      const stats = await s.scan();
-      assert.equal(stats.updated, n);
-      const want = `"${createHash('sha256').update('two\n').digest('hex')}"`;
-      // The first file went in the first batch: a bypassing store write of it is not seen (its record is cached).
-      const rec = await s.store.getResource(name(0));
-      assert.ok(rec !== undefined && `"${rec.hashes['sha-256']}"` === want);
-      await s.store.recordChanges(
-        [
-          {
-            uri: rec.uri,
-            change: 'updated',
-            setName: rec.setName,
-            length: rec.length,
-            hashes: { 'sha-256': 'e'.repeat(64) },
-            lastmodMs: rec.lastmodMs,
-            ...(rec.fileId === undefined ? {} : { fileId: rec.fileId }),
-          },
-        ],
-        { log: false },
-      );
-      const r = await fetchRaw(p, `/${name(0)}`);
-      assert.equal(r.body.toString(), 'two\n');
-      assert.equal(r.headers.etag, want);
-    } finally {
-      await srv.close();
-      await s.close();
-      await rm(wroot, { recursive: true, force: true });
-    }
+        await Promise.all(Array.from({ length: 100 }, (_, k) => writeFile(join(wdir, name(i + k)), 'one\n')));
+    };
+    await withServedDir(
+      'rs-checked-open-batches-',
+      {},
+      async (s, p, wdir) => {
+        for (let i = 0; i < n; i += 100)
+          await Promise.all(Array.from({ length: 100 }, (_, k) => writeFile(join(wdir, name(i + k)), 'two\n')));
+        const stats = await s.scan();
+        assert.equal(stats.updated, n);
+        const want = `"${createHash('sha256').update('two\n').digest('hex')}"`;
+        // The first file went in the first batch: a bypassing store write of it is not seen (its record is cached).
+        const rec = await s.store.getResource(name(0));
+        assert.ok(rec !== undefined && `"${rec.hashes['sha-256']}"` === want);
+        await writeHashBehindSource(s.store, rec, 'e'.repeat(64));
+        const r = await fetchRaw(p, `/${name(0)}`);
+        assert.equal(r.body.toString(), 'two\n');
+        assert.equal(r.headers.etag, want);
+      },
+      fill,
+    );
   });
 });
