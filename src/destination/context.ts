@@ -148,6 +148,8 @@ export class Recorder {
   private readonly flushIntervalMs: number;
   /** When the first record or staged file of the current batch arrived (0: the batch is empty). */
   private batchStarted = 0;
+  /** Commits started and not finished (see {@link flush}). */
+  private committing = 0;
 
   constructor(
     private readonly state: StateLike,
@@ -168,9 +170,6 @@ export class Recorder {
       (this.committing === 0 && this.pending.length >= this.groupSize)
     );
   }
-
-  /** Commits started and not finished (see {@link flush}). */
-  private committing = 0;
 
   /**
    * Stages a verified temporary file (`batch` durability): it is renamed to `target` by the next flush, after
@@ -248,28 +247,26 @@ export class Recorder {
     // New files are renamed in line, letting the event loop run every 64 (measured against renames on the
     // thread pool, 16 at a time: 6,360/s against 5,930-6,050/s for a list baseline: the pool's round trips cost
     // more than they overlap). Files replacing existing ones are renamed by the file writer thread meanwhile
-    // (see file-writer.ts): such a rename frees the old file's blocks and starts the new one's writeback
-    // (~75 µs per 2 KB file here, 40-55 ms of event loop for the 500 replacements of an incremental batch).
-    // Staged versions of one target keep their order.
+    // (see file-writer.ts), each replaced file kept as a spare when there is room (see spares.ts): such a
+    // rename frees the old file's blocks otherwise, 80-104 µs per file here. Staged versions of one target keep
+    // their order.
     let failure: unknown;
     const fail = (target: string, e: unknown): void => {
       failure ??= isResourceSyncError(e, 'RS_IO')
         ? e
         : new ResourceSyncError('RS_IO', `cannot install ${target}: ${(e as Error).message}`, { cause: e });
     };
-    const byTarget = new Map<string, { tmps: string[]; replacing: boolean | undefined }>();
+    const byTarget = new Map<string, Staged[]>();
     for (const s of staged) {
       const group = byTarget.get(s.target);
-      if (group === undefined) byTarget.set(s.target, { tmps: [s.tmp], replacing: s.replacing });
-      else group.tmps.push(s.tmp);
+      if (group === undefined) byTarget.set(s.target, [s]);
+      else group.push(s);
     }
-    const inline: [string, string[]][] = [];
+    const inline: [string, Staged[]][] = [];
     const renames: Promise<void>[] = [];
     const writer = sharedFileWriter();
     const pool = this.options.spares;
-    const spareOf = new Set<string>();
-    for (const s of staged) if (s.spare) spareOf.add(s.tmp);
-    const replace = async (tmp: string, target: string): Promise<void> => {
+    const replace = async ({ tmp, target, spare }: Staged): Promise<void> => {
       const keep = pool?.reserve();
       let kept = -1;
       try {
@@ -278,18 +275,18 @@ export class Recorder {
         fail(target, e);
       } finally {
         if (keep !== undefined) pool?.released(keep, kept >= 0);
-        if (spareOf.has(tmp)) pool?.dropped();
+        if (spare) pool?.dropped();
       }
     };
-    for (const [target, { tmps, replacing }] of byTarget) {
-      if (!(replacing ?? existsSync(target))) inline.push([target, tmps]);
+    for (const [target, group] of byTarget) {
+      if (!((group[0] as Staged).replacing ?? existsSync(target))) inline.push([target, group]);
       // One target's versions go to the thread in order; it runs them in order.
-      else for (const tmp of tmps) renames.push(replace(tmp, target));
+      else for (const s of group) renames.push(replace(s));
     }
     const pooledDone = Promise.all(renames);
     let n = 0;
-    for (const [target, tmps] of inline) {
-      for (const tmp of tmps) {
+    for (const [target, group] of inline) {
+      for (const { tmp } of group) {
         try {
           renameSync(tmp, target);
         } catch (e) {

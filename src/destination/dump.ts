@@ -247,16 +247,11 @@ export class DumpPackage {
 
   /**
    * Opens `manifest.xml` as a streaming document. The caller checks its kind (`resource-dump-manifest` or
-   * `change-dump-manifest`). A manifest of at most {@link MANIFEST_IN_MEMORY} bytes (about 10,000 entries) is
-   * read and inflated in one go, then parsed: measured on a 1,000-entry Change Dump manifest, the stream (a
-   * thread-pool trip per inflated chunk) took ~23 ms to parse and plan against ~8 ms. Memory: such a manifest,
-   * twice at most (compressed and inflated); a larger one is streamed.
+   * `change-dump-manifest`).
    */
   async openManifest(): Promise<DocumentStream> {
     const where = this.url === undefined ? {} : { url: `${this.url}#${DUMP_MANIFEST_NAME}` };
     const maxBytes = this.options.maxManifestBytes ?? DEFAULT_MAX_MANIFEST_BYTES;
-    const whole = await this.readSmallBitstream(DUMP_MANIFEST_NAME, Math.min(MANIFEST_IN_MEMORY, maxBytes));
-    if (whole !== undefined) return openDocument(whole, { ...where, maxBytes });
     const stream = await this.openName(DUMP_MANIFEST_NAME);
     return openDocument(stream, { ...where, maxBytes });
   }
@@ -406,9 +401,6 @@ export class DumpPackage {
 
 /** Block size of the small-bitstream read cache (see DumpPackage.readAt). */
 const SMALL_BLOCK_BYTES = 256 * 1024;
-
-/** Manifests up to this size are read whole (see {@link DumpPackage.openManifest}). */
-const MANIFEST_IN_MEMORY = 4 * 1024 * 1024;
 /** Blocks the small-bitstream read cache keeps. */
 const SMALL_BLOCKS = 8;
 /** Read-ahead of {@link ReadAheadReader}. */

@@ -1,16 +1,18 @@
 /**
- * Small-file writes on a worker thread: the file operations of an incremental run (a temporary file created
- * next to a file it will replace, a rename over it) cost the event loop 60-100 µs each on this machine's ext4
- * (a rename over a file starts the new file's writeback; a new inode is looked for past the recently freed
- * ones), and as separate trips to libuv's thread pool (open, write, close, rename) each costs a thread wake-up
- * and a completion on the loop. Here, the jobs of one turn of the event loop go to one thread in one message
- * and come back in one message, while the loop goes on parsing, verifying and fetching.
+ * Small-file writes on a worker thread: the file operations that replace files (a temporary file written or a
+ * spare rewritten, then renamed over the old file) would hold the event loop (a rename that frees the old file
+ * costs 80-104 µs here: this ext4 sends a discard for each freed extent at once, see spares.ts), and as
+ * separate trips to libuv's thread pool (open, write, close, rename) each costs a thread wake-up and a
+ * completion on the loop. Here, jobs go to one thread up to 16 in a message (after at most 1 ms) and come back in one message,
+ * while the loop goes on parsing, verifying and fetching.
  *
  * One process-wide thread ({@link sharedFileWriter}), started on first use, keeping the process alive only
  * while it has jobs. Jobs run one after the other, in the order they were given (two versions staged for one
- * file keep their order). If the thread cannot start or dies, the jobs are done on the calling thread instead.
+ * file keep their order). If the thread cannot start, its jobs are done on the calling thread; if it dies,
+ * the jobs it had are failed (their outcome is unknown) and later ones are done on the calling thread.
  *
- * Memory: the bodies of the jobs not done yet (the callers await them, so at most their concurrency).
+ * Memory: the bodies of the jobs not done yet (the callers await them, so at most their concurrency), copied
+ * once to the thread.
  *
  * @module
  */
@@ -38,8 +40,6 @@ type Job =
   | { readonly kind: 'create'; readonly path: string; readonly body: Uint8Array }
   /** Creates `tmp` holding `body` and renames it over `target`; `tmp` is removed on failure. */
   | { readonly kind: 'install'; readonly tmp: string; readonly target: string; readonly body: Uint8Array }
-  /** Renames `from` over `to`; `from` is removed on failure. */
-  | { readonly kind: 'rename'; readonly from: string; readonly to: string }
   /**
    * Rewrites the spare file `path` (see spares.ts) to hold exactly `body`, in place: its blocks are reused, so
    * none is freed or allocated for a body of the same size. Refused (`ENOTSPARE`) unless `path` is a regular
@@ -112,19 +112,12 @@ function runJob(job: Job, fs: SyncFs): number | undefined {
   if (job.kind === 'create') createFile(job.path, job.body, fs);
   else if (job.kind === 'refill') refillFile(job.path, job.body, fs);
   else if (job.kind === 'replace') return replaceFile(job, fs);
-  else if (job.kind === 'install') {
+  else {
     createFile(job.tmp, job.body, fs);
     try {
       fs.renameSync(job.tmp, job.target);
     } catch (e) {
       removeQuietly(job.tmp, fs);
-      throw e;
-    }
-  } else {
-    try {
-      fs.renameSync(job.from, job.to);
-    } catch (e) {
-      removeQuietly(job.from, fs);
       throw e;
     }
   }
@@ -272,6 +265,8 @@ export class FileWriter {
   readonly #sent = new Map<number, Numbered>();
   /** Called once no job is waiting. */
   #drained: (() => void)[] = [];
+  /** The pending post of the queue, if any. */
+  #timer: ReturnType<typeof setTimeout> | undefined;
 
   /** Creates `path` (which must not exist) holding `body`. @throws ResourceSyncError RS_IO */
   async create(path: string, body: Uint8Array): Promise<void> {
@@ -281,11 +276,6 @@ export class FileWriter {
   /** Writes `body` to the new file `tmp` and renames it over `target`. @throws ResourceSyncError RS_IO */
   async install(tmp: string, target: string, body: Uint8Array): Promise<void> {
     await this.#submit({ kind: 'install', tmp, target, body: ownBytes(body) }, target);
-  }
-
-  /** Renames `from` over `to` (`from` is removed if that fails). @throws ResourceSyncError RS_IO */
-  async rename(from: string, to: string): Promise<void> {
-    await this.#submit({ kind: 'rename', from, to }, to);
   }
 
   /**
@@ -334,9 +324,6 @@ export class FileWriter {
       else this.#timer ??= setTimeout(() => this.#post(), 1);
     });
   }
-
-  /** The pending post of the queue, if any. */
-  #timer: ReturnType<typeof setTimeout> | undefined;
 
   #post(): void {
     clearTimeout(this.#timer);
@@ -395,13 +382,18 @@ export class FileWriter {
   }
 
   /**
-   * The thread failed: the jobs it may not have done are failed (their outcome is unknown, so the callers
-   * count them as failures and a later run retries them), and later jobs run on the calling thread.
+   * The thread failed. The jobs in `redo` (known not to have run) and those not posted yet are done on the
+   * calling thread, as are later ones; the others it was given are failed (their outcome is unknown, so the
+   * callers count them as failures and a later run retries them).
    */
-  #breakDown(e: Error, unsent: readonly Numbered[]): void {
+  #breakDown(e: Error, redo: readonly Numbered[]): void {
     this.#broken = e;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const here = [...redo, ...this.#queue];
+    this.#queue = [];
     this.#sent.clear();
-    for (const j of unsent) {
+    for (const j of here) {
       const w = this.#waiting.get(j.id);
       this.#waiting.delete(j.id);
       if (w !== undefined) runHere(j, w.what).then(w.resolve, w.reject);

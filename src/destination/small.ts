@@ -174,11 +174,9 @@ export function writeSmallTemp(target: string, body: Uint8Array): string {
 /**
  * Stages `body` for `target` (see {@link writeSmallTemp}) the way {@link writeSmallFile} writes: synchronously
  * when `target` does not exist yet, on the file writer thread ({@link sharedFileWriter}) when it replaces a
- * file. Measured on incremental runs (1,000 replaced 2 KB files): creating the temporary file next to a file
- * about to be replaced took 70-140 µs of the event loop each (this ext4 has no journal, so a new inode is
- * searched past every inode freed in the last minutes, and an incremental run frees one per replaced file),
- * and on libuv's pool its three trips (open, write, close) cost the loop as much again under load. `replacing`,
- * when the caller knows, spares the check (a stat: ~19 µs of the event loop per file in a busy directory here).
+ * file, so that the loop goes on with the downloads; that thread also renames it over the old file when its
+ * batch commits (the costly part here: 80-104 µs per file, see spares.ts). `replacing`, when the caller knows,
+ * spares the check (a stat: ~19 µs of the event loop per file in a busy directory here).
  */
 export async function stageSmallFile(target: string, body: Uint8Array, replacing?: boolean): Promise<string> {
   if (!(replacing ?? existsSync(target))) return writeSmallTemp(target, body);
@@ -203,9 +201,10 @@ export async function writeSmallFile(
   fsync: boolean,
   replacing?: boolean,
 ): Promise<void> {
-  // Replacing a file is left to another thread: a rename over an existing file makes ext4 start the new
-  // file's writeback (auto_da_alloc), which would hold the loop. Without fsync, one job of the file writer
-  // thread does it all (see stageSmallFile); with fsync, the thread pool flushes several files at once.
+  // Replacing a file is left to another thread: a rename over an existing file frees the old file's blocks
+  // (80-104 µs per file here, see spares.ts) and makes ext4 start the new file's writeback (auto_da_alloc),
+  // which would hold the loop. Without fsync, one job of the file writer thread does it all; with fsync, the
+  // thread pool flushes several files at once.
   if (replacing ?? existsSync(target)) {
     if (!fsync) return sharedFileWriter().install(smallTempPath(target), target, body);
     return writeSmallFileOnPool(target, body);

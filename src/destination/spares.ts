@@ -2,9 +2,9 @@
  * Spare files: the replaced versions of small files, kept (hard-linked under `<dir>/.resourcesync/spare/`)
  * instead of freed, and rewritten in place to stage the next replacements. On this machine (ext4 mounted
  * with `discard` and without a journal: each freed extent is a discard request issued to the disk at once),
- * replacing files as `batch` durability does costs ~11 µs per new temporary file plus ~85 µs per rename over
- * the old file, nearly all of it freeing the old file's blocks; with spares, ~5 µs to rewrite one plus ~13 µs
- * for the link and the rename (`BENCH_ONLY=floor node dist/bench/destination-sync.js 10000 1 real`, rounds
+ * replacing files as `batch` durability does costs 10-27 µs per new temporary file plus 79-104 µs per rename
+ * over the old file, which frees it; with spares, ~5 µs to rewrite one plus 12-13 µs for the link and the
+ * rename (`BENCH_ONLY=floor node dist/bench/destination-sync.js 10000 1 real`, rounds
  * of 1,000 on one thread). Elsewhere a spare costs one link() per replacement and saves a block free and an
  * inode allocation.
  *

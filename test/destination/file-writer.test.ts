@@ -30,7 +30,10 @@ describe('FileWriter (small-file writes on a worker thread)', () => {
     // Two versions staged for one target, renamed in order: the later one stays.
     await writer.create(join(dir, '.a.tmp2'), Buffer.from('v3'));
     await writer.create(join(dir, '.a.tmp3'), Buffer.from('v4'));
-    await Promise.all([writer.rename(join(dir, '.a.tmp2'), target), writer.rename(join(dir, '.a.tmp3'), target)]);
+    await Promise.all([
+      writer.replace(join(dir, '.a.tmp2'), target, undefined, 0, join(dir, '.a.x2.tmp')),
+      writer.replace(join(dir, '.a.tmp3'), target, undefined, 0, join(dir, '.a.x3.tmp')),
+    ]);
     assert.equal(readFileSync(target, 'utf8'), 'v4');
     assert.deepEqual(readdirSync(dir).sort(), ['a.txt', 'new.txt']);
   });
@@ -60,8 +63,9 @@ describe('FileWriter (small-file writes on a worker thread)', () => {
     mkdirSync(join(dir, 'adir'));
     writeFileSync(join(dir, 'adir', 'inside'), '');
     writeFileSync(join(dir, '.r.tmp'), 'r');
-    await assert.rejects(writer.rename(join(dir, '.r.tmp'), join(dir, 'adir')), (e: unknown) =>
-      isResourceSyncError(e, 'RS_IO'),
+    await assert.rejects(
+      writer.replace(join(dir, '.r.tmp'), join(dir, 'adir'), undefined, 0, join(dir, '.x')),
+      (e: unknown) => isResourceSyncError(e, 'RS_IO'),
     );
     assert.equal(existsSync(join(dir, '.r.tmp')), false);
     // The thread is still usable after failures.
@@ -89,7 +93,7 @@ describe('FileWriter (small-file writes on a worker thread)', () => {
     mkdirSync(sub);
     await Promise.all([1, 2, 3].map((i) => starved.create(join(sub, `s${i}`), Buffer.from(`s${i}`))));
     writeFileSync(join(sub, '.t.tmp'), 'renamed');
-    await starved.rename(join(sub, '.t.tmp'), join(sub, 's1'));
+    assert.equal(await starved.replace(join(sub, '.t.tmp'), join(sub, 's1'), undefined, 0, join(sub, '.x')), -1);
     assert.deepEqual(readdirSync(sub).sort(), ['s1', 's2', 's3']);
     assert.equal(readFileSync(join(sub, 's1'), 'utf8'), 'renamed');
     await starved.close();
