@@ -18,7 +18,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { ResourceSyncError } from '../core/errors.js';
 import { BlobStore } from './blobs.js';
 import { fileContent } from './dumps.js';
-import { isSafeRelativePath, requestRelativePath, resourceUrl } from './paths.js';
+import { isSafeRelativePath, requestRelativePath } from './paths.js';
 import { sameFileState, type ScanContext, type ScanStats, scanPaths, scanTree } from './scan.js';
 import {
   type DocumentEvent,
@@ -270,10 +270,8 @@ class DirectorySourceImpl implements DirectorySource {
    * scan's own; a scan's write replaces just the records of its changes (see {@link DirectorySourceImpl.#record}).
    */
   readonly #records: RecordCache;
-  /** The scan's batch being recorded (see {@link #record}), and the notifications received meanwhile. */
-  #ownBatch:
-    | { readonly changes: readonly ChangeInput[]; readonly log: boolean; own: number; foreign: number }
-    | undefined;
+  /** While a scan's batch is being recorded (see {@link #record}): whether another write went through meanwhile. */
+  #ownBatch: { foreign: boolean } | undefined;
   readonly #unsubscribe: () => void;
   /** False once `/proc/self/fd` turned out not to exist (the checked open is then never tried). */
   #procFd = true;
@@ -296,13 +294,10 @@ class DirectorySourceImpl implements DirectorySource {
     this.#options = options;
     this.#records = new RecordCache(source.store);
     // A write through the Source other than a scan's own (recordChanges) forgets every record at once.
-    this.#unsubscribe = source.onChange((changes) => {
-      const batch = this.#ownBatch;
-      if (batch !== undefined && this.#isBatch(changes, batch.changes, batch.log)) batch.own++;
-      else {
-        this.#records.invalidate();
-        if (batch !== undefined) batch.foreign++;
-      }
+    this.#unsubscribe = source.onChange((_changes, origin) => {
+      if (origin === this) return;
+      this.#records.invalidate();
+      if (this.#ownBatch !== undefined) this.#ownBatch.foreign = true;
     });
   }
 
@@ -329,31 +324,18 @@ class DirectorySourceImpl implements DirectorySource {
     // Records of other resources stay: a scan's later batches (its silent one, e.g. racy files hashed again,
     // follows the logged ones) keep what the earlier ones wrote. Scans and records run one at a time (#serial).
     this.#records.writing(changes);
-    const batch = { changes, log, own: 0, foreign: 0 };
+    const batch = { foreign: false };
     this.#ownBatch = batch;
     let recorded = false;
     try {
-      await this.source.record(changes, log);
+      await this.source.record(changes, log, this);
       recorded = true;
     } finally {
       this.#ownBatch = undefined;
-      // A logged batch notifies once (one recorded change per input); anything else was another write.
-      const expected = log && changes.length > 0 ? 1 : 0;
-      if (!recorded || batch.foreign > 0 || batch.own !== expected) this.#records.invalidate();
+      if (!recorded || batch.foreign) this.#records.invalidate();
       else this.#records.written(changes);
     }
   };
-
-  /** True when `notice` is what recording the logged batch `changes` notifies (the same changes, in order). */
-  #isBatch(notice: readonly RecordedChange[], changes: readonly ChangeInput[], log: boolean): boolean {
-    if (!log || notice.length !== changes.length) return false;
-    for (let i = 0; i < changes.length; i++) {
-      const n = notice[i]!;
-      const c = changes[i]!;
-      if (n.change !== c.change || n.setName !== c.setName || n.uri !== resourceUrl(this.baseUrl, c.uri)) return false;
-    }
-    return true;
-  }
 
   scan(): Promise<ScanStats> {
     return this.#serial(async () => {

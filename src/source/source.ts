@@ -242,7 +242,7 @@ export class Source {
   readonly sourceDescriptionUrl: string;
   readonly #options: SourceOptions;
   readonly #limits: EffectiveLimits;
-  readonly #listeners = new Set<(changes: readonly RecordedChange[]) => void>();
+  readonly #listeners = new Set<(changes: readonly RecordedChange[], origin?: unknown) => void>();
   readonly #documentListeners = new Set<(events: readonly DocumentEvent[]) => void>();
   readonly #inflight = new Map<string, Promise<void>>();
   readonly #groups = new Map<string, GroupState>();
@@ -323,8 +323,11 @@ export class Source {
     return this.layout.capabilityListUrl(setName);
   }
 
-  /** Listen to recorded changes. Returns an unsubscribe function. */
-  onChange(listener: (changes: readonly RecordedChange[]) => void): () => void {
+  /**
+   * Listen to recorded changes; `origin` is what the writer passed to {@link record} (undefined for
+   * {@link recordChanges}). Returns an unsubscribe function.
+   */
+  onChange(listener: (changes: readonly RecordedChange[], origin?: unknown) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
   }
@@ -421,10 +424,10 @@ export class Source {
   }
 
   /**
-   * Records store-level changes (`log: false`: inventory only, e.g. a baseline) and tells listeners.
-   * Used by the directory mode.
+   * Records store-level changes (`log: false`: inventory only, e.g. a baseline) and tells listeners, with
+   * `origin` (so that a writer can tell its own writes from others'). Used by the directory mode.
    */
-  async record(inputs: readonly ChangeInput[], log: boolean): Promise<RecordedChange[]> {
+  async record(inputs: readonly ChangeInput[], log: boolean, origin?: unknown): Promise<RecordedChange[]> {
     if (this.#closed) throw new ResourceSyncError('RS_STORE', 'the Source is closed');
     const recorded = await this.store.recordChanges(inputs, { log, rotation: this.rotation });
     const added: string[] = [];
@@ -445,7 +448,7 @@ export class Source {
     if (out.length > 0)
       for (const l of this.#listeners) {
         try {
-          l(out);
+          l(out, origin);
         } catch (e) {
           this.#warn(`a change listener failed: ${(e as Error).message}`);
         }
