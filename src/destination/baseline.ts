@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { forEachConcurrent } from './concurrent.js';
 import { type SyncContext, describeError, hashLocal, regularFileSize } from './context.js';
 import { openExpected, openListTree } from './documents.js';
-import { DumpPackage, downloadPackage } from './dump.js';
+import { DumpPackage, fetchPackage } from './dump.js';
 import { candidateUrls, expectedOf, hashesMatchExpected, isUpToDate, recordHashes } from './plan.js';
 import { hashesMatch } from '../core/hash.js';
 
@@ -261,10 +261,10 @@ export async function applyListEntry(ctx: SyncContext, entry: Entry, at: string 
 }
 
 /**
- * Applies one Resource Dump package: download to a temporary file, open it, read `manifest.xml` first, then
- * install every bitstream verified against the manifest. URIs the package could not provide are added to
- * `fallback`; `'all'` is returned when the package's content is unknown (no readable manifest inside or via
- * its `contents` link), so the whole list must be used.
+ * Applies one Resource Dump package: download it (into memory when small, else to a temporary file), open
+ * it, read `manifest.xml` first, then install every bitstream verified against the manifest. URIs the package
+ * could not provide are added to `fallback`; `'all'` is returned when the package's content is unknown (no
+ * readable manifest inside or via its `contents` link), so the whole list must be used.
  */
 async function applyResourcePackage(
   ctx: SyncContext,
@@ -287,8 +287,7 @@ async function applyResourcePackage(
     if (declared.length !== undefined) opts.length = declared.length;
     if (declared.hashes !== undefined) opts.hashes = declared.hashes;
     if (ctx.options.signal !== undefined) opts.signal = ctx.options.signal;
-    const file = await downloadPackage(ctx.client, url, opts);
-    pkg = await DumpPackage.open(file, { url });
+    pkg = await DumpPackage.open(await fetchPackage(ctx.client, url, opts), { url });
   } catch (e) {
     if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
     ctx.warn(codeOf(e), `package unusable, its resources will come from the Resource List: ${messageOf(e)}`, url);

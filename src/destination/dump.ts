@@ -2,26 +2,26 @@
  * Resource Dump and Change Dump packages (§11.2, §13.2): a ZIP file with `manifest.xml` at its top and the
  * bitstreams at the `path` the manifest gives each resource.
  *
- * A package is first streamed to a temporary file (its size bounded), then read by random access (yauzl):
- * the central directory is read and every name checked (zip-slip: absolute paths, `..` segments, backslashes,
- * drive letters and NUL bytes refuse the whole package), then `manifest.xml` is opened, then each bitstream
- * on demand. Nothing is ever written at a path taken from the package: the install target comes from the
- * resource's URI through the path mapper; package paths only locate bitstreams inside the ZIP.
+ * A package is received into memory when it is small (at most {@link DEFAULT_MEMORY_PACKAGE_BYTES} by
+ * default, see {@link fetchPackage}), else streamed to a temporary file (its size bounded), then read by random
+ * access with our own reader (`io/zip-reader.ts`): the central directory is read in one piece and every name
+ * checked (zip-slip: absolute paths, `..` segments, backslashes, drive letters and NUL bytes refuse the whole
+ * package), then `manifest.xml` is opened, then each bitstream on demand. Nothing is ever written at a path
+ * taken from the package: the install target comes from the resource's URI through the path mapper; package
+ * paths only locate bitstreams inside the ZIP.
  *
  * @module
  */
-import { createWriteStream, close as fsClose, read as fsRead, fstat, open } from 'node:fs';
-import { Readable } from 'node:stream';
+import { createWriteStream } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import zlib from 'node:zlib';
-import yauzl from 'yauzl';
-import { DUMP_MANIFEST_NAME } from '../core/constants.js';
-import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
+import { type HashAlgorithm, DUMP_MANIFEST_NAME, HASH_ALGORITHMS } from '../core/constants.js';
+import { ResourceSyncError } from '../core/errors.js';
 import { type Hashes, hashesMatch } from '../core/hash.js';
-import { createMultiHasher } from '../io/hashing.js';
 import { tempPathFor } from '../io/atomic.js';
+import { createMultiHasher } from '../io/hashing.js';
+import { ZipReader, type ZipReaderOptions, checkEntryName } from '../io/zip-reader.js';
 import { type DocumentStream, openDocument } from '../xml/index.js';
 import type { HttpClient } from './http.js';
 
@@ -31,6 +31,8 @@ export const DEFAULT_MAX_PACKAGE_BYTES = 8 * 1024 ** 3;
 export const DEFAULT_MAX_PACKAGE_ENTRIES = 1_000_000;
 /** Default bound on the size of `manifest.xml`, uncompressed: 256 MiB (a manifest is a Sitemap, ≤ 50 MB, §4.2). */
 export const DEFAULT_MAX_MANIFEST_BYTES = 256 * 1024 ** 2;
+/** Default bound on a package received into memory by {@link fetchPackage}: 32 MiB. */
+export const DEFAULT_MEMORY_PACKAGE_BYTES = 32 * 1024 ** 2;
 
 /** Options of {@link downloadPackage}. */
 export interface DownloadPackageOptions {
@@ -43,6 +45,17 @@ export interface DownloadPackageOptions {
   /** Hashes the dump document declares for the package. */
   readonly hashes?: Hashes;
   readonly signal?: AbortSignal;
+}
+
+/** Options of {@link fetchPackage}. */
+export interface FetchPackageOptions extends DownloadPackageOptions {
+  /**
+   * The memory bound: a package up to this many bytes is received into memory (default
+   * {@link DEFAULT_MEMORY_PACKAGE_BYTES}; 0: always a temporary file). A larger declared length or
+   * `Content-Length` goes to a file at once; a body of unknown length is held in memory up to this bound and
+   * spills to a file past it.
+   */
+  readonly memoryBytes?: number;
 }
 
 /**
@@ -58,27 +71,69 @@ export async function downloadPackage(
   url: string,
   options: DownloadPackageOptions,
 ): Promise<string> {
+  return (await receivePackage(client, url, options, 0)) as string;
+}
+
+/**
+ * GETs a package for {@link DumpPackage.open}: its bytes when it fits in `memoryBytes` (see
+ * {@link FetchPackageOptions.memoryBytes}), else the path of a new temporary file under `tmpDir` (removed by
+ * {@link DumpPackage.close}, or by the caller). The declared length and hashes, when given, are checked.
+ * Memory: at most `memoryBytes` (once: a known length is received into one buffer of that length; an unknown
+ * one as chunks joined at the end, so twice that for a moment), else one body chunk at a time.
+ * On any failure the temporary file is removed.
+ *
+ * @example
+ * ```ts
+ * const pkg = await DumpPackage.open(await fetchPackage(client, url, { tmpDir }), { url });
+ * ```
+ * @throws ResourceSyncError like {@link downloadPackage}.
+ */
+export async function fetchPackage(
+  client: HttpClient,
+  url: string,
+  options: FetchPackageOptions,
+): Promise<string | Uint8Array> {
+  return receivePackage(client, url, options, options.memoryBytes ?? DEFAULT_MEMORY_PACKAGE_BYTES);
+}
+
+/** The body length a response announces, unless it is content-encoded (then it is not the length we get). */
+function contentLengthOf(headers: Readonly<Record<string, string | string[] | undefined>>): number | undefined {
+  const encoding = headers['content-encoding'];
+  if (encoding !== undefined && String(encoding).trim().toLowerCase() !== 'identity') return undefined;
+  const v = headers['content-length'];
+  return typeof v === 'string' && /^\d{1,15}$/.test(v.trim()) ? Number(v.trim()) : undefined;
+}
+
+async function receivePackage(
+  client: HttpClient,
+  url: string,
+  options: DownloadPackageOptions,
+  memoryBytes: number,
+): Promise<string | Buffer> {
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_PACKAGE_BYTES;
-  await mkdir(options.tmpDir, { recursive: true });
-  const tmp = tempPathFor(join(options.tmpDir, 'package.zip'));
+  const signal = options.signal;
   const init: { signal?: AbortSignal } = {};
-  if (options.signal !== undefined) init.signal = options.signal;
+  if (signal !== undefined) init.signal = signal;
+  if (options.length !== undefined && options.length > maxBytes)
+    throw new ResourceSyncError('RS_LIMIT', `package declared ${options.length} bytes, more than ${maxBytes}`, { url });
   const res = await client.get(url, init);
-  const wantHashes = options.hashes !== undefined && Object.keys(options.hashes).length > 0;
-  const hasher = wantHashes ? createMultiHasher(['md5', 'sha-1', 'sha-256']) : undefined;
+  // Only the algorithms the dump declares (hashesMatch compares those alone).
+  const algs = Object.keys(options.hashes ?? {}).filter((a): a is HashAlgorithm => a in HASH_ALGORITHMS);
+  const hasher = algs.length > 0 ? createMultiHasher(algs) : undefined;
+  const announced = options.length ?? contentLengthOf(res.headers);
   let bytes = 0;
-  async function* limited(): AsyncGenerator<Uint8Array> {
-    for await (const chunk of res.body) {
-      bytes += chunk.byteLength;
-      if (bytes > maxBytes) throw new ResourceSyncError('RS_LIMIT', `package larger than ${maxBytes} bytes`, { url });
-      hasher?.update(chunk);
-      yield chunk;
-    }
-  }
-  try {
-    const pipelineOptions: { signal?: AbortSignal } = {};
-    if (options.signal !== undefined) pipelineOptions.signal = options.signal;
-    await pipeline(limited(), createWriteStream(tmp, { flags: 'wx', mode: 0o600 }), pipelineOptions);
+  const body = res.body[Symbol.asyncIterator]();
+  /** The next chunk, counted, bounded and hashed; undefined at the end. */
+  const take = async (): Promise<Uint8Array | undefined> => {
+    const r = await body.next();
+    if (r.done === true) return undefined;
+    bytes += r.value.byteLength;
+    if (bytes > maxBytes) throw new ResourceSyncError('RS_LIMIT', `package larger than ${maxBytes} bytes`, { url });
+    if (signal?.aborted === true) throw new ResourceSyncError('RS_ABORTED', 'aborted', { url, cause: signal.reason });
+    hasher?.update(r.value);
+    return r.value;
+  };
+  const verify = (): void => {
     if (options.length !== undefined && bytes !== options.length)
       throw new ResourceSyncError(
         'RS_LENGTH_MISMATCH',
@@ -87,9 +142,48 @@ export async function downloadPackage(
       );
     if (hasher !== undefined && options.hashes !== undefined && hashesMatch(options.hashes, hasher.digest()) === false)
       throw new ResourceSyncError('RS_HASH_MISMATCH', 'package does not match the hash the dump declares', { url });
+  };
+  let tmp: string | undefined;
+  try {
+    if (announced !== undefined && announced > maxBytes)
+      throw new ResourceSyncError('RS_LIMIT', `package is ${announced} bytes, more than ${maxBytes}`, { url });
+    const held: Uint8Array[] = [];
+    if (memoryBytes > 0 && (announced === undefined || announced <= memoryBytes)) {
+      // Into one buffer of the announced length (chunks, if the body turns out longer or has no length).
+      let buf: Buffer | undefined = announced === undefined ? undefined : Buffer.allocUnsafe(announced);
+      let filled = 0;
+      for (;;) {
+        const chunk = await take();
+        if (chunk === undefined) {
+          verify();
+          return buf !== undefined ? buf.subarray(0, filled) : Buffer.concat(held, bytes);
+        }
+        if (buf !== undefined && filled + chunk.byteLength <= buf.length) {
+          buf.set(chunk, filled);
+          filled += chunk.byteLength;
+          continue;
+        }
+        if (buf !== undefined) {
+          held.push(buf.subarray(0, filled));
+          buf = undefined;
+        }
+        held.push(chunk);
+        if (bytes > memoryBytes) break; // past the memory bound: the rest goes to a file
+      }
+    }
+    await mkdir(options.tmpDir, { recursive: true });
+    tmp = tempPathFor(join(options.tmpDir, 'package.zip'));
+    async function* all(): AsyncGenerator<Uint8Array> {
+      for (let c = held.shift(); c !== undefined; c = held.shift()) yield c;
+      for (let c = await take(); c !== undefined; c = await take()) yield c;
+    }
+    const pipelineOptions: { signal?: AbortSignal } = {};
+    if (signal !== undefined) pipelineOptions.signal = signal;
+    await pipeline(all(), createWriteStream(tmp, { flags: 'wx', mode: 0o600 }), pipelineOptions);
+    verify();
     return tmp;
   } catch (e) {
-    await rm(tmp, { force: true }).catch(() => undefined);
+    if (tmp !== undefined) await rm(tmp, { force: true }).catch(() => undefined);
     await res.discard().catch(() => undefined);
     if (e instanceof ResourceSyncError) throw e;
     if ((e as Error).name === 'AbortError') throw new ResourceSyncError('RS_ABORTED', 'aborted', { url, cause: e });
@@ -99,27 +193,13 @@ export async function downloadPackage(
 
 /**
  * Checks the name of a file inside a package and returns it. Refused: empty names, absolute paths (`/x`),
- * drive letters (`C:`), backslashes, NUL, and any `.` or `..` segment.
+ * drive letters (`C:`), backslashes, NUL, and any `.` or `..` segment (see `checkEntryName` in
+ * `io/zip-reader.ts`, which checks every name of a package when it is opened).
  *
  * @throws ResourceSyncError `RS_ZIP` naming the entry.
  */
 export function checkPackageName(name: string, url?: string): string {
-  const where = url === undefined ? {} : { url };
-  const bad = (why: string): never => {
-    throw new ResourceSyncError('RS_ZIP', `unsafe file name ${JSON.stringify(name)} in package: ${why}`, where);
-  };
-  if (name.length === 0) bad('empty');
-  if (name.includes('\\')) bad('backslash');
-  if (name.includes('\0')) bad('NUL byte');
-  if (name.startsWith('/')) bad('absolute path');
-  if (/^[a-zA-Z]:/.test(name)) bad('drive letter');
-  const segments = name.split('/');
-  for (let i = 0; i < segments.length; i++) {
-    const s = segments[i];
-    if (s === '..' || s === '.') bad(`"${s}" segment`);
-    if (s === '' && i !== segments.length - 1) bad('empty segment');
-  }
-  return name;
+  return checkEntryName(name, url);
 }
 
 /**
@@ -140,18 +220,21 @@ export interface OpenPackageOptions {
   readonly url?: string;
   readonly maxEntries?: number;
   readonly maxManifestBytes?: number;
-  /** Remove the file on {@link DumpPackage.close} (default true). */
+  /** Bound on the package's central directory, read whole (default 256 MiB). */
+  readonly maxCentralDirectoryBytes?: number;
+  /** Remove the file on {@link DumpPackage.close}, or when it cannot be opened (default true). */
   readonly removeOnClose?: boolean;
 }
 
 /**
- * A dump package opened for random access.
- * Memory: one small record per file in the package (the central directory), plus one open stream at a time
- * per caller, plus the read caches: 256 KiB read ahead for yauzl and 8 blocks of 256 KiB for small files.
+ * A dump package opened for random access, from a file or from memory.
+ * Memory: one small record per file in the package (from the central directory, read whole while opening),
+ * plus one open stream at a time per caller (~100 KiB each), plus for a file the read cache (8 blocks of
+ * 256 KiB); an in-memory package holds its bytes (never copied).
  *
  * @example
  * ```ts
- * const pkg = await DumpPackage.open(await downloadPackage(client, url, { tmpDir }), { url });
+ * const pkg = await DumpPackage.open(await fetchPackage(client, url, { tmpDir }), { url });
  * try {
  *   const manifest = await pkg.openManifest();
  *   for await (const entry of manifest.entries) {
@@ -163,86 +246,76 @@ export interface OpenPackageOptions {
  */
 export class DumpPackage {
   private constructor(
-    private readonly zip: yauzl.ZipFile,
-    private readonly entries: ReadonlyMap<string, yauzl.Entry>,
-    readonly file: string,
+    private readonly zip: ZipReader,
+    /** The package's file, or undefined for a package in memory. */
+    readonly file: string | undefined,
     readonly url: string | undefined,
     private readonly options: OpenPackageOptions,
   ) {}
 
   /**
-   * Opens a package file: reads its central directory and checks every file name.
-   * @throws ResourceSyncError `RS_ZIP` for a truncated or corrupt ZIP, an unsafe name, a missing
-   *   `manifest.xml`, encrypted entries; `RS_LIMIT` past `maxEntries`.
+   * Opens a package, from a file (its path) or from memory (its bytes, see {@link fromBytes}): reads its
+   * central directory and checks every file name.
+   * @throws ResourceSyncError `RS_ZIP` for a missing, truncated or corrupt ZIP, an unsafe or duplicate name, a
+   *   missing `manifest.xml`, encrypted entries; `RS_LIMIT` past `maxEntries` or the central directory bound.
    */
-  static async open(file: string, options: OpenPackageOptions = {}): Promise<DumpPackage> {
-    const where = options.url === undefined ? {} : { url: options.url };
-    const maxEntries = options.maxEntries ?? DEFAULT_MAX_PACKAGE_ENTRIES;
-    let zip: yauzl.ZipFile;
+  static async open(source: string | Uint8Array, options: OpenPackageOptions = {}): Promise<DumpPackage> {
+    if (typeof source !== 'string') return DumpPackage.fromBytes(source, options);
+    let zip: ZipReader;
     try {
-      // A reader that reads ahead on sequential reads: yauzl reads the central directory entry by entry (two
-      // small reads each, each a trip to the thread pool); this serves them from one block.
-      const fd = await new Promise<number>((resolve, reject) =>
-        open(file, 'r', (e, fd) => (e === null ? resolve(fd) : reject(e))),
+      zip = await ZipReader.open(source, readerOptions(options));
+    } catch (e) {
+      if (options.removeOnClose ?? true) await rm(source, { force: true }).catch(() => undefined);
+      throw asPackageError(e, options.url);
+    }
+    const pkg = new DumpPackage(zip, source, options.url, options);
+    try {
+      pkg.checkManifest();
+    } catch (e) {
+      await pkg.close();
+      throw e;
+    }
+    return pkg;
+  }
+
+  /**
+   * Opens a package held in memory (not copied: do not change the bytes while it is open). Synchronous.
+   * @throws ResourceSyncError like {@link open}.
+   */
+  static fromBytes(bytes: Uint8Array, options: OpenPackageOptions = {}): DumpPackage {
+    let zip: ZipReader;
+    try {
+      zip = ZipReader.fromBuffer(bytes, readerOptions(options));
+    } catch (e) {
+      throw asPackageError(e, options.url);
+    }
+    const pkg = new DumpPackage(zip, undefined, options.url, options);
+    pkg.checkManifest();
+    return pkg;
+  }
+
+  private checkManifest(): void {
+    if (!this.zip.entries.has(DUMP_MANIFEST_NAME))
+      throw new ResourceSyncError(
+        'RS_ZIP',
+        `package has no ${DUMP_MANIFEST_NAME} at its top`,
+        this.url === undefined ? {} : { url: this.url },
       );
-      let size: number;
-      try {
-        size = await new Promise<number>((resolve, reject) =>
-          fstat(fd, (e, st) => (e === null ? resolve(st.size) : reject(e))),
-        );
-      } catch (e) {
-        fsClose(fd, () => undefined);
-        throw e;
-      }
-      try {
-        zip = await yauzl.fromRandomAccessReaderPromise(new ReadAheadReader(fd), size, {
-          lazyEntries: true,
-          autoClose: false,
-          decodeStrings: false,
-          validateEntrySizes: true,
-        });
-      } catch (e) {
-        fsClose(fd, () => undefined); // as yauzl.open does when the ZIP is unreadable
-        throw e;
-      }
-    } catch (e) {
-      throw new ResourceSyncError('RS_ZIP', `not a readable ZIP package: ${(e as Error).message}`, {
-        ...where,
-        cause: e,
-      });
-    }
-    const entries = new Map<string, yauzl.Entry>();
-    const decoder = new TextDecoder('utf-8', { fatal: false });
-    try {
-      if (zip.entryCount > maxEntries)
-        throw new ResourceSyncError('RS_LIMIT', `package has ${zip.entryCount} files (limit ${maxEntries})`, where);
-      for await (const entry of zip.eachEntry()) {
-        const name = checkPackageName(decoder.decode(entry.fileNameRaw), options.url);
-        if (name.endsWith('/')) continue; // a directory
-        if (entry.isEncrypted())
-          throw new ResourceSyncError('RS_ZIP', `encrypted file ${JSON.stringify(name)} in package`, where);
-        if (entries.has(name))
-          throw new ResourceSyncError('RS_ZIP', `file ${JSON.stringify(name)} appears twice in package`, where);
-        entries.set(name, entry);
-      }
-      if (!entries.has(DUMP_MANIFEST_NAME))
-        throw new ResourceSyncError('RS_ZIP', `package has no ${DUMP_MANIFEST_NAME} at its top`, where);
-    } catch (e) {
-      zip.close();
-      if (e instanceof ResourceSyncError) throw e;
-      throw new ResourceSyncError('RS_ZIP', `corrupt ZIP package: ${(e as Error).message}`, { ...where, cause: e });
-    }
-    return new DumpPackage(zip, entries, file, options.url, options);
   }
 
   /** Number of files in the package (manifest included). */
   get size(): number {
-    return this.entries.size;
+    return this.zip.entries.size;
+  }
+
+  /** True when the package is held in memory. */
+  get inMemory(): boolean {
+    return this.zip.inMemory;
   }
 
   /** Names of the files in the package. */
   names(): IterableIterator<string> {
-    return this.entries.keys();
+    return this.zip.entries.keys();
   }
 
   /**
@@ -257,9 +330,10 @@ export class DumpPackage {
   }
 
   /**
-   * The bytes of the file a manifest `path` names, streamed and decompressed; yauzl checks the uncompressed
-   * size against the ZIP headers, the caller checks length and hash against the manifest.
-   * @throws ResourceSyncError `RS_ZIP` for an unsafe path or one the package does not hold.
+   * The bytes of the file a manifest `path` names, streamed and decompressed, checked against the ZIP's size
+   * and CRC-32 (the iteration rejects at the end on a mismatch); the caller checks length and hash against
+   * the manifest. Memory: one 64 KiB chunk and zlib's buffers.
+   * @throws ResourceSyncError `RS_ZIP` for an unsafe path, one the package does not hold, a corrupt header.
    */
   async openBitstream(path: string | undefined): Promise<AsyncIterable<Uint8Array>> {
     return this.openName(manifestPathToName(path, this.url));
@@ -268,266 +342,65 @@ export class DumpPackage {
   /** True when the package holds the file a manifest `path` names. */
   has(path: string | undefined): boolean {
     try {
-      return this.entries.has(manifestPathToName(path, this.url));
+      return this.zip.entries.has(manifestPathToName(path, this.url));
     } catch {
       return false;
     }
   }
 
-  private async openName(name: string): Promise<AsyncIterable<Uint8Array>> {
-    const where = this.url === undefined ? {} : { url: this.url };
-    const entry = this.entries.get(name);
+  private entryOf(name: string): NonNullable<ReturnType<ZipReader['get']>> {
+    const entry = this.zip.get(name);
     if (entry === undefined)
-      throw new ResourceSyncError('RS_ZIP', `package has no file ${JSON.stringify(name)}`, where);
-    try {
-      const stream = await this.zip.openReadStreamPromise(entry);
-      return checkedStream(stream, entry.crc32, name, this.url);
-    } catch (e) {
       throw new ResourceSyncError(
         'RS_ZIP',
-        `cannot read ${JSON.stringify(name)} from package: ${(e as Error).message}`,
-        {
-          ...where,
-          cause: e,
-        },
+        `package has no file ${JSON.stringify(name)}`,
+        this.url === undefined ? {} : { url: this.url },
       );
-    }
+    return entry;
   }
 
-  /** A second descriptor for {@link readSmallBitstream}'s positioned reads (opened on first use). */
-  private fd: Promise<number> | undefined;
-  /** Blocks of the package read for {@link readSmallBitstream}, by block index (at most {@link SMALL_BLOCKS}). */
-  private readonly blocks = new Map<number, Promise<Buffer>>();
-  private blockHits = 0;
-  private blockMisses = 0;
-
-  /**
-   * `length` bytes at `position` (fewer at the end of the file). Small reads go through a cache of aligned
-   * blocks while that pays (packages store bitstreams in manifest order, so neighbouring files share a block:
-   * one read per block instead of one per file); when reads are scattered (more misses than hits), each read
-   * is direct. Memory: {@link SMALL_BLOCKS} blocks of {@link SMALL_BLOCK_BYTES}.
-   */
-  private async readAt(fd: number, length: number, position: number): Promise<Buffer> {
-    const direct = (len: number, pos: number): Promise<Buffer> =>
-      new Promise((resolve, reject) => {
-        const buf = Buffer.allocUnsafe(len);
-        fsRead(fd, buf, 0, len, pos, (e, n) => (e === null ? resolve(buf.subarray(0, n)) : reject(e)));
-      });
-    const first = Math.floor(position / SMALL_BLOCK_BYTES);
-    const last = Math.floor((position + length - 1) / SMALL_BLOCK_BYTES);
-    if (
-      length > SMALL_BLOCK_BYTES / 4 ||
-      last > first + 1 ||
-      (this.blockMisses > 16 && this.blockHits < this.blockMisses)
-    )
-      return direct(length, position);
-    const parts: Buffer[] = [];
-    for (let b = first; b <= last; b++) {
-      let block = this.blocks.get(b);
-      if (block === undefined) {
-        this.blockMisses++;
-        block = direct(SMALL_BLOCK_BYTES, b * SMALL_BLOCK_BYTES);
-        this.blocks.set(b, block);
-        block.catch(() => this.blocks.delete(b));
-        if (this.blocks.size > SMALL_BLOCKS) this.blocks.delete(this.blocks.keys().next().value as number);
-      } else this.blockHits++;
-      parts.push(await block);
-    }
-    const whole = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts);
-    const from = position - first * SMALL_BLOCK_BYTES;
-    return whole.subarray(from, Math.min(whole.length, from + length));
+  private openName(name: string): Promise<AsyncIterable<Uint8Array>> {
+    return this.zip.openStream(this.entryOf(name));
   }
 
   /**
-   * The bytes of a small file (both sizes at most `limit`) a manifest `path` names, read with one positioned
-   * read and inflated in one call, checked against the ZIP's sizes and CRC-32; undefined when the file is
-   * larger (use {@link openBitstream}). Much cheaper than a stream per file for packages of many small
-   * resources. Memory: the file, twice at most (compressed and inflated).
+   * The bytes of a small file (both sizes at most `limit`) a manifest `path` names, read whole (one
+   * positioned read through a block cache, or a slice of the package in memory) and inflated in one call,
+   * checked against the ZIP's sizes and CRC-32; undefined when the file is larger or not stored/deflated
+   * (use {@link openBitstream}). Much cheaper than a stream per file for packages of many small resources.
+   * Memory: the file, twice at most (compressed and inflated). The bytes may be a view into the package.
    * @throws ResourceSyncError `RS_ZIP` for an unsafe or missing path, a corrupt header, data or CRC.
    */
   async readSmallBitstream(path: string | undefined, limit = 256 * 1024): Promise<Uint8Array | undefined> {
-    const name = manifestPathToName(path, this.url);
-    const where = this.url === undefined ? {} : { url: this.url };
-    const entry = this.entries.get(name);
-    if (entry === undefined)
-      throw new ResourceSyncError('RS_ZIP', `package has no file ${JSON.stringify(name)}`, where);
-    if (entry.compressedSize > limit || entry.uncompressedSize > limit) return undefined;
-    if (entry.compressionMethod !== 0 && entry.compressionMethod !== 8) return undefined;
-    const bad = (why: string): never => {
-      throw new ResourceSyncError('RS_ZIP', `corrupt data for ${JSON.stringify(name)} in package: ${why}`, where);
-    };
-    this.fd ??= new Promise<number>((resolve, reject) =>
-      open(this.file, 'r', (e, fd) => (e === null ? resolve(fd) : reject(e))),
-    );
-    const fd = await this.fd;
-    const read = (length: number, position: number): Promise<Buffer> => this.readAt(fd, length, position);
-    // Local header (30 bytes + name + extra, §4.3.7 of APPNOTE), then the data; extra lengths may differ from
-    // the central directory's, so read a little more and re-read in the rare case it was not enough.
-    const headerGuess = 30 + entry.fileNameLength + entry.extraFieldLength + 64;
-    const at = entry.relativeOffsetOfLocalHeader;
-    let buf = await read(headerGuess + entry.compressedSize, at);
-    if (buf.length < 30 || buf.readUInt32LE(0) !== 0x04034b50) bad('bad local file header');
-    const start = 30 + buf.readUInt16LE(26) + buf.readUInt16LE(28);
-    const end = start + entry.compressedSize;
-    if (buf.length < end) buf = await read(end, at);
-    if (buf.length < end) bad('truncated');
-    const data = buf.subarray(start, end);
-    let out: Uint8Array;
-    try {
-      out =
-        entry.compressionMethod === 0
-          ? data
-          : zlib.inflateRawSync(data, { maxOutputLength: Math.max(1, entry.uncompressedSize) });
-    } catch (e) {
-      return bad((e as Error).message);
-    }
-    if (out.byteLength !== entry.uncompressedSize)
-      bad(`${out.byteLength} bytes, the ZIP says ${entry.uncompressedSize}`);
-    if (crc32 !== undefined && crc32(out) >>> 0 !== entry.crc32 >>> 0) bad('CRC-32 mismatch');
-    return out;
+    const entry = this.entryOf(manifestPathToName(path, this.url));
+    if (entry.compressedSize > limit || entry.size > limit) return undefined;
+    if (entry.method !== 0 && entry.method !== 8) return undefined;
+    return this.zip.readSmall(entry);
   }
 
   /** Closes the ZIP and (by default) removes the temporary file. */
   async close(): Promise<void> {
-    this.blocks.clear();
-    this.zip.close();
-    if (this.fd !== undefined) {
-      const fd = await this.fd.catch(() => undefined);
-      if (fd !== undefined) await new Promise<void>((resolve) => fsClose(fd, () => resolve()));
-    }
-    if (this.options.removeOnClose ?? true) await rm(this.file, { force: true }).catch(() => undefined);
+    await this.zip.close();
+    if (this.file !== undefined && (this.options.removeOnClose ?? true))
+      await rm(this.file, { force: true }).catch(() => undefined);
   }
 }
 
-/** Block size of the small-bitstream read cache (see DumpPackage.readAt). */
-const SMALL_BLOCK_BYTES = 256 * 1024;
-/** Blocks the small-bitstream read cache keeps. */
-const SMALL_BLOCKS = 8;
-/** Read-ahead of {@link ReadAheadReader}. */
-const READ_AHEAD_BYTES = 256 * 1024;
-
-/**
- * yauzl's access to a package file: positioned reads, where a read that continues the previous one (yauzl
- * reading the central directory entry after entry) fetches {@link READ_AHEAD_BYTES} at once and later reads
- * inside that block are copied from it; other reads (local headers, bitstream streams) go straight to the
- * file. Closes its descriptor when yauzl closes it. Memory: one block.
- */
-class ReadAheadReader extends yauzl.RandomAccessReader {
-  private block: Buffer | undefined;
-  private blockStart = 0;
-  private lastEnd = -1;
-
-  constructor(private readonly fd: number) {
-    super();
-  }
-
-  override read(
-    buffer: Buffer,
-    offset: number,
-    length: number,
-    position: number,
-    callback: (err: Error | null, bytesRead?: number) => void,
-  ): void {
-    const sequential = position === this.lastEnd;
-    this.lastEnd = position + length;
-    const block = this.block;
-    if (block !== undefined && position >= this.blockStart && position + length <= this.blockStart + block.length) {
-      block.copy(buffer, offset, position - this.blockStart, position - this.blockStart + length);
-      process.nextTick(callback, null, length);
-      return;
-    }
-    if (!sequential || length >= READ_AHEAD_BYTES) {
-      fsRead(this.fd, buffer, offset, length, position, (e, n) => callback(e, n));
-      return;
-    }
-    const ahead = Buffer.allocUnsafe(READ_AHEAD_BYTES);
-    fsRead(this.fd, ahead, 0, READ_AHEAD_BYTES, position, (e, n) => {
-      if (e !== null) {
-        callback(e);
-        return;
-      }
-      this.block = ahead.subarray(0, n);
-      this.blockStart = position;
-      const copied = Math.min(n, length);
-      ahead.copy(buffer, offset, 0, copied);
-      callback(null, copied);
-    });
-  }
-
-  /** Bytes `start` to `end` (exclusive) in chunks of 64 KiB (`fs.createReadStream` on a shared fd closed it). */
-  override _readStreamForRange(start: number, end: number): Readable {
-    const fd = this.fd;
-    let pos = start;
-    return new Readable({
-      read(): void {
-        const len = Math.min(64 * 1024, end - pos);
-        if (len <= 0) {
-          this.push(null);
-          return;
-        }
-        const buf = Buffer.allocUnsafe(len);
-        fsRead(fd, buf, 0, len, pos, (e, n) => {
-          if (e !== null) this.destroy(e);
-          else if (n === 0)
-            this.push(null); // early end of file: yauzl reports the missing bytes
-          else {
-            pos += n;
-            this.push(buf.subarray(0, n));
-          }
-        });
-      },
-    });
-  }
-
-  private closed = false;
-
-  /** Called by yauzl each time its reference count drops to zero: closes the descriptor once. */
-  override close(callback: (err: Error | null) => void): void {
-    this.block = undefined;
-    if (this.closed) {
-      process.nextTick(callback, null);
-      return;
-    }
-    this.closed = true;
-    fsClose(this.fd, (e) => callback(e));
-  }
+function readerOptions(options: OpenPackageOptions): ZipReaderOptions {
+  const o: { url?: string; maxEntries: number; maxCentralDirectoryBytes?: number } = {
+    maxEntries: options.maxEntries ?? DEFAULT_MAX_PACKAGE_ENTRIES,
+  };
+  if (options.url !== undefined) o.url = options.url;
+  if (options.maxCentralDirectoryBytes !== undefined) o.maxCentralDirectoryBytes = options.maxCentralDirectoryBytes;
+  return o;
 }
 
-/** zlib.crc32 (Node ≥ 20.15); without it the CRC is not checked (hashes and lengths still are). */
-const crc32: ((data: Uint8Array, value?: number) => number) | undefined = (
-  zlib as { crc32?: (data: Uint8Array, value?: number) => number }
-).crc32;
-
-/**
- * The bytes of a package file, with its CRC-32 checked against the ZIP's central directory at the end (yauzl
- * checks sizes, not CRCs): a corrupt bitstream is refused even when the manifest declares no hash.
- */
-async function* checkedStream(
-  stream: AsyncIterable<Uint8Array>,
-  expectedCrc: number,
-  name: string,
-  url: string | undefined,
-): AsyncGenerator<Uint8Array> {
+/** A reader's refusal as it is, anything else (a file that cannot be opened or read) as `RS_ZIP`. */
+function asPackageError(e: unknown, url: string | undefined): ResourceSyncError {
+  if (e instanceof ResourceSyncError && (e.code === 'RS_ZIP' || e.code === 'RS_LIMIT')) return e;
   const where = url === undefined ? {} : { url };
-  let crc = 0;
-  try {
-    for await (const chunk of stream) {
-      if (crc32 !== undefined) crc = crc32(chunk, crc);
-      yield chunk;
-    }
-  } catch (e) {
-    if (isResourceSyncError(e)) throw e;
-    throw new ResourceSyncError(
-      'RS_ZIP',
-      `corrupt data for ${JSON.stringify(name)} in package: ${(e as Error).message}`,
-      {
-        ...where,
-        cause: e,
-      },
-    );
-  }
-  if (crc32 !== undefined && crc >>> 0 !== expectedCrc >>> 0)
-    throw new ResourceSyncError('RS_ZIP', `CRC-32 mismatch for ${JSON.stringify(name)} in package`, where);
+  const inner = e instanceof ResourceSyncError && e.cause instanceof Error ? e.cause : (e as Error);
+  return new ResourceSyncError('RS_ZIP', `not a readable ZIP package: ${inner.message}`, { ...where, cause: e });
 }
 
 /** Size of a file, or undefined when it does not exist. */

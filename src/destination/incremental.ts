@@ -16,7 +16,7 @@ import { targetOf } from './baseline.js';
 import { forEachConcurrent } from './concurrent.js';
 import { type SyncContext, describeError, hashLocal, regularFileSize } from './context.js';
 import { type ChangeDocumentRef, openExpected, readChangeDumpIndex, readChangeListIndex } from './documents.js';
-import { DumpPackage, downloadPackage } from './dump.js';
+import { DumpPackage, fetchPackage } from './dump.js';
 import { hashesMatch } from '../core/hash.js';
 import type { ResourceRecord } from './state.js';
 import {
@@ -322,7 +322,7 @@ async function applyChangePackage(
     const opts: { tmpDir: string; maxBytes?: number; signal?: AbortSignal } = { tmpDir: ctx.options.tmpDir };
     if (ctx.options.maxPackageBytes !== undefined) opts.maxBytes = ctx.options.maxPackageBytes;
     if (ctx.options.signal !== undefined) opts.signal = ctx.options.signal;
-    pkg = await DumpPackage.open(await downloadPackage(ctx.client, ref.url, opts), { url: ref.url });
+    pkg = await DumpPackage.open(await fetchPackage(ctx.client, ref.url, opts), { url: ref.url });
   } catch (e) {
     if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
     const f = describeError(ref.url, e);
