@@ -122,9 +122,12 @@ async function receivePackage(
   const hasher = algs.length > 0 ? createMultiHasher(algs) : undefined;
   const announced = options.length ?? contentLengthOf(res.headers);
   let bytes = 0;
-  const body = res.body[Symbol.asyncIterator]();
+  // Made on first use: an iterator made and then returned unused destroys the body with no listener (an
+  // uncaught 'Request aborted'); a body never iterated is drained or dropped by discard() instead.
+  let body: AsyncIterator<Uint8Array> | undefined;
   /** The next chunk, counted, bounded and hashed; undefined at the end. */
   const take = async (): Promise<Uint8Array | undefined> => {
+    body ??= res.body[Symbol.asyncIterator]();
     const r = await body.next();
     if (r.done === true) return undefined;
     bytes += r.value.byteLength;

@@ -1,11 +1,23 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { type Server, createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import { isResourceSyncError } from '../../src/core/errors.js';
 import { Destination } from '../../src/destination/destination.js';
-import { DumpPackage, checkPackageName, manifestPathToName } from '../../src/destination/dump.js';
+import {
+  DumpPackage,
+  checkPackageName,
+  downloadPackage,
+  fetchPackage,
+  manifestPathToName,
+} from '../../src/destination/dump.js';
+import { HttpClient } from '../../src/destination/http.js';
 import { StaticSource, buildZip, localPathOf, makeResources, readTree } from './static-source.js';
 
 const AT = '2024-02-01T00:00:00Z';
@@ -290,5 +302,159 @@ describe('dump packages', () => {
     assert.deepEqual(s.via, ['list']);
     assert.equal(s.counts.created, 5);
     assert.ok(!src.log.slice(start).some((p) => p.endsWith('.zip')));
+  });
+
+  it('reads every file alike from memory and from a file; open(bytes) and fromBytes are in memory', async () => {
+    const dir = await newDir();
+    const files: [string, Buffer][] = [['manifest.xml', Buffer.from('<urlset/>')]];
+    for (let i = 0; i < 200; i++) files.push([`resources/r${i}.txt`, Buffer.alloc(100 + i * 30, `content ${i} `)]);
+    files.push(['resources/large.bin', Buffer.alloc(600_000, 'large ')]);
+    const zip = await buildZip(files);
+    await writeFile(join(dir, 'p.zip'), zip);
+    const fromFile = await DumpPackage.open(join(dir, 'p.zip'), { removeOnClose: false });
+    const fromMemory = await DumpPackage.open(new Uint8Array(zip.buffer, zip.byteOffset, zip.length));
+    const sync = DumpPackage.fromBytes(zip, { url: 'http://example.org/p.zip' });
+    try {
+      assert.equal(fromFile.inMemory, false);
+      assert.equal(fromFile.file, join(dir, 'p.zip'));
+      assert.equal(fromMemory.inMemory, true);
+      assert.equal(fromMemory.file, undefined);
+      assert.deepEqual([...fromMemory.names()], [...fromFile.names()]);
+      assert.equal(sync.size, files.length);
+      for (const [name, body] of files) {
+        for (const pkg of [fromFile, fromMemory, sync]) {
+          const streamed: Uint8Array[] = [];
+          for await (const c of await pkg.openBitstream(`/${name}`)) streamed.push(c);
+          assert.deepEqual(Buffer.concat(streamed), body, name);
+          const small = await pkg.readSmallBitstream(`/${name}`);
+          if (body.length > 256 * 1024) assert.equal(small, undefined);
+          else assert.deepEqual(Buffer.from(small!), body, name);
+        }
+      }
+      assert.equal(fromMemory.has('/resources/r3.txt'), true);
+      assert.equal(fromMemory.has('/../x'), false);
+      await assert.rejects(
+        fromMemory.readSmallBitstream('/nope'),
+        (e) => isResourceSyncError(e, 'RS_ZIP') && /nope/.test(e.message),
+      );
+    } finally {
+      await Promise.all([fromFile.close(), fromMemory.close(), sync.close()]);
+    }
+    assert.ok(existsSync(join(dir, 'p.zip')), 'removeOnClose: false keeps the file');
+    assert.throws(
+      () => DumpPackage.fromBytes(zip.subarray(0, 100)),
+      (e) => isResourceSyncError(e, 'RS_ZIP'),
+    );
+    // A file that cannot be opened: RS_ZIP; one that is not a ZIP is removed (removeOnClose by default).
+    await assert.rejects(DumpPackage.open(join(dir, 'missing.zip')), (e) => isResourceSyncError(e, 'RS_ZIP'));
+    await writeFile(join(dir, 'junk.zip'), 'not a zip');
+    await assert.rejects(DumpPackage.open(join(dir, 'junk.zip')), (e) => isResourceSyncError(e, 'RS_ZIP'));
+    assert.equal(existsSync(join(dir, 'junk.zip')), false);
+  });
+
+  describe('fetchPackage', () => {
+    const zipFiles: [string, Buffer][] = [['manifest.xml', Buffer.from('<urlset/>')]];
+    for (let i = 0; i < 50; i++) zipFiles.push([`resources/r${i}.txt`, Buffer.alloc(1000 + i, `r${i} `)]);
+    let zip: Buffer;
+    let server: Server;
+    let base: string;
+    let client: HttpClient;
+    let tmpDir: string;
+    before(async () => {
+      zip = await buildZip(zipFiles);
+      tmpDir = await newDir();
+      server = createServer((req, res) => {
+        const path = req.url ?? '/';
+        if (path === '/length.zip') res.writeHead(200, { 'content-length': zip.length }).end(zip);
+        else if (path === '/chunked.zip') {
+          res.writeHead(200, { 'content-type': 'application/zip' });
+          for (let p = 0; p < zip.length; p += 4096) res.write(zip.subarray(p, p + 4096));
+          res.end();
+        } else if (path === '/gzip.zip') {
+          const gz = gzipSync(zip);
+          res.writeHead(200, { 'content-encoding': 'gzip', 'content-length': gz.length }).end(gz);
+        } else res.writeHead(404).end();
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      client = new HttpClient({ retries: 0 });
+    });
+    after(async () => {
+      await client.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    });
+    const leftovers = (): string[] => readdirSync(tmpDir);
+
+    async function readAll(pkg: DumpPackage): Promise<void> {
+      try {
+        for (const [name, body] of zipFiles)
+          assert.deepEqual(Buffer.from((await pkg.readSmallBitstream(`/${name}`))!), body);
+      } finally {
+        await pkg.close();
+      }
+    }
+
+    it('receives a small package into memory, with or without Content-Length, and opens it from there', async () => {
+      for (const path of ['/length.zip', '/chunked.zip', '/gzip.zip']) {
+        const got = await fetchPackage(client, base + path, { tmpDir });
+        assert.ok(typeof got !== 'string', path);
+        assert.deepEqual(Buffer.from(got), zip, path);
+        const pkg = await DumpPackage.open(got, { url: base + path });
+        assert.equal(pkg.inMemory, true);
+        await readAll(pkg);
+      }
+      // The declared length and hashes are checked in memory too.
+      const sha = createHash('sha256').update(zip).digest('hex');
+      const ok = await fetchPackage(client, `${base}/length.zip`, {
+        tmpDir,
+        length: zip.length,
+        hashes: { 'sha-256': sha },
+      });
+      assert.equal(ok.length, zip.length);
+      assert.deepEqual(leftovers(), []);
+    });
+
+    it('goes to a temporary file past the memory bound (known length at once, unknown by spilling)', async () => {
+      for (const path of ['/length.zip', '/chunked.zip', '/gzip.zip']) {
+        const got = await fetchPackage(client, base + path, { tmpDir, memoryBytes: 2_000 });
+        assert.equal(typeof got, 'string', path);
+        assert.deepEqual(await readFile(got as string), zip, path);
+        const pkg = await DumpPackage.open(got, { url: base + path });
+        assert.equal(pkg.inMemory, false);
+        await readAll(pkg);
+        assert.deepEqual(leftovers(), [], 'removed on close');
+      }
+      // memoryBytes 0 and downloadPackage: always a file.
+      const file = await downloadPackage(client, `${base}/length.zip`, { tmpDir });
+      assert.deepEqual(await readFile(file), zip);
+      await rm(file);
+      assert.equal(typeof (await fetchPackage(client, `${base}/length.zip`, { tmpDir, memoryBytes: 0 })), 'string');
+      await rm(tmpDir, { recursive: true });
+    });
+
+    it('refuses a package larger than maxBytes, or unlike its declared length or hash, leaving no file', async () => {
+      for (const memoryBytes of [undefined, 2_000]) {
+        for (const path of ['/length.zip', '/chunked.zip']) {
+          const url = base + path;
+          const o = memoryBytes === undefined ? { tmpDir } : { tmpDir, memoryBytes };
+          await assert.rejects(fetchPackage(client, url, { ...o, maxBytes: zip.length - 1 }), (e) =>
+            isResourceSyncError(e, 'RS_LIMIT'),
+          );
+          await assert.rejects(fetchPackage(client, url, { ...o, length: zip.length + 1 }), (e) =>
+            isResourceSyncError(e, 'RS_LENGTH_MISMATCH'),
+          );
+          await assert.rejects(fetchPackage(client, url, { ...o, length: zip.length - 1 }), (e) =>
+            isResourceSyncError(e, 'RS_LENGTH_MISMATCH'),
+          );
+          await assert.rejects(fetchPackage(client, url, { ...o, hashes: { md5: '0'.repeat(32) } }), (e) =>
+            isResourceSyncError(e, 'RS_HASH_MISMATCH'),
+          );
+          assert.deepEqual(existsSync(tmpDir) ? leftovers() : [], [], `${path} ${memoryBytes}`);
+        }
+      }
+      await assert.rejects(fetchPackage(client, `${base}/missing.zip`, { tmpDir }), (e) =>
+        isResourceSyncError(e, 'RS_HTTP'),
+      );
+    });
   });
 });
