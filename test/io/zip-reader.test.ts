@@ -15,7 +15,7 @@ import {
   checkEntryName,
   crc32,
   crc32Table,
-  isSafeAsciiName,
+  isPlainSafeName,
 } from '../../src/io/zip-reader.js';
 
 const URL_ = 'http://example.org/p.zip';
@@ -265,8 +265,8 @@ describe('ZipReader', () => {
     await refusedAtOpen(empty, isZipError());
   });
 
-  it('checks ASCII names on bytes exactly as checkEntryName does on strings', () => {
-    const alphabet = fc.constantFrom('a', 'B', 'z', '.', '/', '\\', ':', '\0', ' ', 'C', '-');
+  it('checks ASCII names with one regex exactly as checkEntryName does', () => {
+    const alphabet = fc.constantFrom('a', 'B', 'z', '.', '/', '\\', ':', '\0', ' ', 'C', '-', '\u007f', '\u0001');
     fc.assert(
       fc.property(fc.array(alphabet, { minLength: 1, maxLength: 12 }), (chars) => {
         const name = chars.join('');
@@ -276,8 +276,7 @@ describe('ZipReader', () => {
         } catch {
           strOk = false;
         }
-        const b = Buffer.from(name, 'latin1');
-        assert.equal(isSafeAsciiName(b, 0, b.length), strOk, JSON.stringify(name));
+        assert.equal(isPlainSafeName(name), strOk, JSON.stringify(name));
       }),
       { numRuns: 3000 },
     );
