@@ -646,6 +646,15 @@ function checkDirectoryBounds(d: DirectoryInfo, options: ZipReaderOptions): void
 }
 
 /**
+ * `b[start, end)` as Latin-1: Buffer's native `latin1Slice` where it has it (every Node we run on), else
+ * `toString('latin1', ...)` (several JS calls: slower before the JIT warms up).
+ */
+const latin1: (b: Buffer, start: number, end: number) => string =
+  typeof (Buffer.prototype as { latin1Slice?: unknown }).latin1Slice === 'function'
+    ? (b, start, end) => (b as unknown as { latin1Slice(start: number, end: number): string }).latin1Slice(start, end)
+    : (b, start, end) => b.toString('latin1', start, end);
+
+/**
  * Parses `count` central directory records from `cd` (which starts at `cdOffset` in the file) into entries,
  * checking each as the module comment says.
  */
@@ -665,7 +674,6 @@ function parseDirectory(cd: Buffer, count: number, cdOffset: number, url: string
   const cdLength = cd.length;
   // DataView reads (builtins) and latin1Slice (native): few JS calls per entry, cheap before the JIT warms up.
   const dv = new DataView(cd.buffer, cd.byteOffset, cd.byteLength);
-  const raw = cd as unknown as { latin1Slice(start: number, end: number): string };
   for (; k < count; k++) {
     if (p + CENTRAL_BYTES > cdLength) fail('truncated central directory');
     if (dv.getUint32(p, true) !== SIG_CENTRAL) fail('bad signature');
@@ -682,7 +690,7 @@ function parseDirectory(cd: Buffer, count: number, cdOffset: number, url: string
     const extraStart = nameStart + nameLength;
     const next = extraStart + extraLength + commentLength;
     if (next > cdLength) fail('truncated central directory');
-    let name = raw.latin1Slice(nameStart, extraStart);
+    let name = latin1(cd, nameStart, extraStart);
     if (nameLength === 0 || SUSPECT_NAME.test(name))
       name = checkEntryName(cd.toString('utf8', nameStart, extraStart), url);
     if (size === 0xffffffff || compressedSize === 0xffffffff || offset === 0xffffffff) {
