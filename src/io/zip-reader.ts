@@ -62,6 +62,15 @@ export class ZipEntry {
 }
 
 /**
+ * Matches every ASCII name {@link checkEntryName} refuses, and every name with a byte that is not ASCII
+ * (or NUL, or a backslash): a NUL or backslash anywhere, a leading `/`, a drive letter, `//` (an empty
+ * segment), a `.` or `..` segment. A name it does not match (and that is not empty) is safe as it is; one it
+ * matches goes through {@link checkEntryName}. One native regex instead of a split and a loop per name: cheap
+ * even before the JIT warms up (the first package of a run is read cold).
+ */
+const SUSPECT_NAME = /[^\x01-\x5b\x5d-\x7f]|^\/|^[a-zA-Z]:|\/\/|(?:^|\/)\.\.?(?:\/|$)/;
+
+/**
  * Checks the name of a file inside an archive and returns it. Refused: empty names, absolute paths (`/x`),
  * drive letters (`C:`), backslashes, NUL, and any `.` or `..` segment, or an empty one (`a//b`) except a
  * trailing `/` (a directory).
@@ -69,6 +78,7 @@ export class ZipEntry {
  * @throws ResourceSyncError `RS_ZIP` naming the entry.
  */
 export function checkEntryName(name: string, url?: string): string {
+  if (name.length > 0 && !SUSPECT_NAME.test(name)) return name; // the common case, in one native call
   const bad = (why: string): never => {
     throw new ResourceSyncError(
       'RS_ZIP',
@@ -89,15 +99,6 @@ export function checkEntryName(name: string, url?: string): string {
   }
   return name;
 }
-
-/**
- * Matches every ASCII name {@link checkEntryName} refuses, and every name with a byte that is not ASCII
- * (or NUL, or a backslash): a NUL or backslash anywhere, a leading `/`, a drive letter, `//` (an empty
- * segment), a `.` or `..` segment. A name it does not match (and that is not empty) is safe as it is; one it
- * matches goes through {@link checkEntryName}. One native regex instead of a split and a loop per name: cheap
- * even before the JIT warms up (the first package of a run is read cold).
- */
-const SUSPECT_NAME = /[^\x01-\x5b\x5d-\x7f]|^\/|^[a-zA-Z]:|\/\/|(?:^|\/)\.\.?(?:\/|$)/;
 
 /**
  * True when `name` (decoded as Latin-1 from its bytes) is an ASCII name {@link checkEntryName} accepts; false
@@ -713,7 +714,8 @@ function parseDirectory(cd: Buffer, count: number, cdOffset: number, url: string
     }
     p = next;
     if (name.charCodeAt(name.length - 1) === 0x2f) continue; // a directory ('/' at its end): checked, not kept
-    if ((flags & 1) !== 0) throw zipError(`encrypted file ${JSON.stringify(name)} in package`, url);
+    // Bit 0: encrypted; 6: strong encryption; 13: central directory encrypted (local headers masked).
+    if ((flags & 0x2041) !== 0) throw zipError(`encrypted file ${JSON.stringify(name)} in package`, url);
     const before = entries.size;
     entries.set(name, new ZipEntry(name, flags, method, crc, compressedSize, size, offset, nameLength + extraLength));
     if (entries.size === before) throw zipError(`file ${JSON.stringify(name)} appears twice in package`, url);
