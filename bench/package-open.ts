@@ -11,6 +11,7 @@
  *   `DumpPackage` used (copied here), plain `yauzl.open`, and ours from a file and from memory;
  * - read: all bitstreams read whole and checked (`readSmall`: one read through the block cache, or a slice,
  *   and inflateRawSync), 16 at a time as an install does; and yauzl's stream per file, for reference;
+ * - download over loopback and open: into a temporary file (the old way) against into memory;
  * - CRC-32 of the package's bytes: zlib.crc32 against the table fallback.
  * Data in a temp dir, deleted.
  */
@@ -18,12 +19,15 @@ import { randomBytes } from 'node:crypto';
 import { close as fsClose, read as fsRead, fstat, open } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import yauzl from 'yauzl';
 import yazl from 'yazl';
-import { DumpPackage } from '../src/destination/dump.js';
+import { DumpPackage, downloadPackage, fetchPackage } from '../src/destination/dump.js';
+import { HttpClient } from '../src/destination/http.js';
 import { ZipReader, crc32Table } from '../src/io/zip-reader.js';
 
 const args = process.argv.slice(2);
@@ -243,6 +247,29 @@ try {
   console.log(
     `  old (yauzl open, file reads)  ${(oldOpen.median + fromFile.median).toFixed(2)} ms;  new from memory ${(newMem.median + fromMem.median).toFixed(2)} ms`,
   );
+
+  // Download over loopback (a plain node:http server, Content-Length known), then open, read all, close.
+  const server = createServer((_req, res) => res.writeHead(200, { 'content-length': bytes.length }).end(bytes));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/package.zip`;
+  const client = new HttpClient();
+  const tmpDir = join(work, 'tmp');
+  try {
+    console.log('\ndownload over loopback + open + close (no reads):');
+    const viaFile = await measure(async () =>
+      (await DumpPackage.open(await downloadPackage(client, url, { tmpDir }))).close(),
+    );
+    console.log(`  to a temporary file (old way)               ${fmt(viaFile)}`);
+    const viaMemory = await measure(async () =>
+      (await DumpPackage.open(await fetchPackage(client, url, { tmpDir }))).close(),
+    );
+    console.log(
+      `  into memory (fetchPackage)                  ${fmt(viaMemory)}   ${(viaFile.median / viaMemory.median).toFixed(1)}x`,
+    );
+  } finally {
+    await client.close();
+    server.close();
+  }
 
   const native = (zlib as { crc32?: (d: Uint8Array, v?: number) => number }).crc32;
   console.log(`\nCRC-32 of the ${(bytes.length / 1024 / 1024).toFixed(2)} MB package:`);
