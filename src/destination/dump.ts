@@ -132,6 +132,12 @@ async function receivePackage(
     if (r.done === true) return undefined;
     bytes += r.value.byteLength;
     if (bytes > maxBytes) throw new ResourceSyncError('RS_LIMIT', `package larger than ${maxBytes} bytes`, { url });
+    if (options.length !== undefined && bytes > options.length)
+      throw new ResourceSyncError(
+        'RS_LENGTH_MISMATCH',
+        `package is more than the ${options.length} bytes the dump declares`,
+        { url },
+      );
     if (signal?.aborted === true) throw new ResourceSyncError('RS_ABORTED', 'aborted', { url, cause: signal.reason });
     hasher?.update(r.value);
     return r.value;

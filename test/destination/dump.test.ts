@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { type Server, createServer } from 'node:http';
+import { type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -360,6 +360,7 @@ describe('dump packages', () => {
     let base: string;
     let client: HttpClient;
     let tmpDir: string;
+    const stalled: ServerResponse[] = [];
     before(async () => {
       zip = await buildZip(zipFiles);
       tmpDir = await newDir();
@@ -373,6 +374,11 @@ describe('dump packages', () => {
         } else if (path === '/gzip.zip') {
           const gz = gzipSync(zip);
           res.writeHead(200, { 'content-encoding': 'gzip', 'content-length': gz.length }).end(gz);
+        } else if (path === '/stall.zip') {
+          // Half the package, then nothing until the client gives up.
+          res.writeHead(200, { 'content-length': zip.length });
+          res.write(zip.subarray(0, zip.length >> 1));
+          stalled.push(res);
         } else res.writeHead(404).end();
       });
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -380,6 +386,7 @@ describe('dump packages', () => {
       client = new HttpClient({ retries: 0 });
     });
     after(async () => {
+      for (const r of stalled) r.destroy();
       await client.close();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     });
@@ -451,6 +458,15 @@ describe('dump packages', () => {
           );
           assert.deepEqual(existsSync(tmpDir) ? leftovers() : [], [], `${path} ${memoryBytes}`);
         }
+      }
+      // Aborted mid-body, in memory and after spilling to a file.
+      for (const memoryBytes of [undefined, 2_000]) {
+        const ac = new AbortController();
+        const o = memoryBytes === undefined ? { tmpDir } : { tmpDir, memoryBytes };
+        const got = fetchPackage(client, `${base}/stall.zip`, { ...o, signal: ac.signal });
+        setTimeout(() => ac.abort(), 50);
+        await assert.rejects(got, (e) => isResourceSyncError(e, 'RS_ABORTED'));
+        assert.deepEqual(existsSync(tmpDir) ? leftovers() : [], [], `aborted ${memoryBytes}`);
       }
       await assert.rejects(fetchPackage(client, `${base}/missing.zip`, { tmpDir }), (e) =>
         isResourceSyncError(e, 'RS_HTTP'),
