@@ -15,7 +15,7 @@ export type {
   SyncSummary,
 } from './events.js';
 export type { Durability } from './context.js';
-export { DumpPackage, checkPackageName, downloadPackage, manifestPathToName } from './dump.js';
+export { DumpPackage, checkPackageName, downloadPackage, fetchPackage, manifestPathToName } from './dump.js';
 export {
   type ChangePlan,
   ChangeCoalescer,
