@@ -13,7 +13,6 @@ import { Destination, type DestinationOptions } from '../destination/destination
 import { type SyncEvent, type SyncSummary, hasChanges } from '../destination/events.js';
 import type { HttpClientOptions } from '../destination/http.js';
 import { EXIT } from './exit.js';
-import { runFollow } from './follow.js';
 import { type CommandOutput, processOutput } from './validate.js';
 
 /** Options of {@link runSync}, as parsed from the command line. */
@@ -363,6 +362,9 @@ export function register(program: Command): void {
         const poll = ms('poll');
         const frameworkPoll = ms('frameworkPoll');
         const frameworkCheck = ms('frameworkCheck');
+        // Loaded only here: following pulls in the notification clients (ws, and all of undici), ~40 ms of
+        // start-up that a plain `sync` does not need.
+        const { runFollow } = await import('./follow.js');
         process.exitCode = await runFollow(url, dir, {
           destination,
           json,

@@ -11,8 +11,8 @@
  *
  * @module
  */
-import { Agent, EnvHttpProxyAgent, ProxyAgent } from 'undici';
-import type { Dispatcher } from 'undici';
+import type { Agent, Dispatcher, EnvHttpProxyAgent, ProxyAgent } from 'undici';
+import { loadAgents } from './undici.js';
 import { setMaxListeners } from 'node:events';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { Readable, Transform } from 'node:stream';
@@ -193,11 +193,12 @@ export class HttpClient {
       headersTimeout: options.headersTimeoutMs ?? 30_000,
       bodyTimeout: options.bodyIdleTimeoutMs ?? 30_000,
     };
-    if (options.proxy === undefined || options.proxy === '') this.#agent = new Agent(agentOptions);
-    else if (options.proxy === 'env') this.#agent = new EnvHttpProxyAgent(agentOptions);
+    const undici = loadAgents();
+    if (options.proxy === undefined || options.proxy === '') this.#agent = new undici.Agent(agentOptions);
+    else if (options.proxy === 'env') this.#agent = new undici.EnvHttpProxyAgent(agentOptions);
     else {
       try {
-        this.#agent = new ProxyAgent({ ...agentOptions, uri: new URL(options.proxy).href, proxyTunnel: true });
+        this.#agent = new undici.ProxyAgent({ ...agentOptions, uri: new URL(options.proxy).href, proxyTunnel: true });
       } catch (e) {
         throw new ResourceSyncError('RS_CONFIG', `bad proxy URL ${JSON.stringify(options.proxy)}`, { cause: e });
       }

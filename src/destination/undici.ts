@@ -1,0 +1,42 @@
+/**
+ * The three undici dispatchers the Destination's client uses, loaded without the rest of undici.
+ *
+ * `import 'undici'` evaluates its whole index (fetch, WebSocket, caches, mocks, interceptors): 60-69 ms of
+ * every CLI run's start-up here, against 25-26 ms for the dispatcher modules alone (three runs each, a fresh
+ * process each). undici has no `exports` map, so its modules can be required by path; the index adds the
+ * request API (`request`, `stream`, ...) to `Dispatcher.prototype`, which is done here the same way. Should a
+ * later undici move these files, the whole package is loaded instead (the same classes, only slower).
+ *
+ * @module
+ */
+import { createRequire } from 'node:module';
+import type * as Undici from 'undici';
+
+/** The dispatcher classes of undici that {@link loadAgents} provides. */
+export type UndiciAgents = Pick<typeof Undici, 'Agent' | 'EnvHttpProxyAgent' | 'ProxyAgent'>;
+
+let loaded: UndiciAgents | undefined;
+
+/** undici's `Agent`, `EnvHttpProxyAgent` and `ProxyAgent`, loaded on first use (see the module comment). */
+export function loadAgents(): UndiciAgents {
+  loaded ??= loadLean() ?? (createRequire(import.meta.url)('undici') as UndiciAgents);
+  return loaded;
+}
+
+function loadLean(): UndiciAgents | undefined {
+  const require = createRequire(import.meta.url);
+  try {
+    const dispatcher = require('undici/lib/dispatcher/dispatcher.js') as { prototype: Record<string, unknown> };
+    const api = require('undici/lib/api/index.js') as Record<string, unknown>;
+    if (typeof api['request'] !== 'function') return undefined;
+    if (typeof dispatcher.prototype['request'] !== 'function') Object.assign(dispatcher.prototype, api);
+    const agents: UndiciAgents = {
+      Agent: require('undici/lib/dispatcher/agent.js') as UndiciAgents['Agent'],
+      EnvHttpProxyAgent: require('undici/lib/dispatcher/env-http-proxy-agent.js') as UndiciAgents['EnvHttpProxyAgent'],
+      ProxyAgent: require('undici/lib/dispatcher/proxy-agent.js') as UndiciAgents['ProxyAgent'],
+    };
+    return Object.values(agents).every((c) => typeof c === 'function') ? agents : undefined;
+  } catch {
+    return undefined;
+  }
+}
