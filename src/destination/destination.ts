@@ -21,6 +21,8 @@ import { DestinationState, STATE_DB_NAME } from './state.js';
 import { SPARE_DIR_NAME, SparePool } from './spares.js';
 import { sweepTempFiles } from './sweep.js';
 import { type CopyLock, lockCopy } from './lock.js';
+import { sharedFileWriter } from './file-writer.js';
+import { prepareSyncFileSystem } from '../io/syncfs.js';
 
 /** Options of a {@link Destination}. */
 export interface DestinationOptions {
@@ -205,6 +207,13 @@ export class Destination {
           message: `this copy's watermark was recorded for ${watermark.sourceUrl}, not ${o.url}`,
         });
 
+      // Started before discovery, whose round trips hide their start-up (in a fresh process, a Node worker thread
+      // boots in ~30-40 ms; the first run of a CLI process paid it, and the sync co-process's fork, on its first
+      // files): the file writer thread replaces files in incremental runs, the co-process flushes `batch` runs.
+      if (!readOnly) {
+        if (op === 'incremental') sharedFileWriter().warm();
+        if (ctxOptions.durability === 'batch') prepareSyncFileSystem();
+      }
       const docs = await this.discover(client);
       let ctx = makeCtx(op);
       this.emit({ type: 'start', operation: op, source: o.url, dryRun });

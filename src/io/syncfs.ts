@@ -131,6 +131,15 @@ function unavailable(): boolean {
 }
 
 /**
+ * Starts the co-process {@link syncFileSystem} uses, so that the first flush does not wait for it (a fork of a
+ * Node process with a large heap costs milliseconds). Does nothing where syncfs is known not to be available.
+ */
+export function prepareSyncFileSystem(): void {
+  if (available === false || process.platform !== 'linux') return;
+  worker ??= new SyncWorker();
+}
+
+/**
  * Flushes the file system holding `path` (data, metadata and directory entries of every file on it) and
  * waits for the device to acknowledge. Returns false, without doing anything, when `sync -f` is not available
  * (no `sh`, no coreutils `sync` with `-f`, or not Linux): the caller must then fsync each file itself.

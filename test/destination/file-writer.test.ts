@@ -114,4 +114,35 @@ describe('FileWriter (small-file writes on a worker thread)', () => {
     assert.equal(stdout, 'done');
     assert.equal(readFileSync(out, 'utf8'), 'from child');
   });
+
+  it('a thread started ahead (warm) does the later jobs, and keeps no process alive when none comes', () => {
+    const moduleUrl = new URL('../../src/destination/file-writer.js', import.meta.url).href;
+    const out = join(dir, 'warm.txt');
+    const args = fileURLToPath(import.meta.url).endsWith('.ts') ? ['--import', 'tsx'] : [];
+    const run = (script: string): string =>
+      execFileSync(process.execPath, [...args, '--input-type=module', '-e', script], {
+        timeout: 20_000,
+        encoding: 'utf8',
+      });
+    // Warmed and never used: the process exits on its own (it hung before the thread was unreferenced last).
+    assert.equal(
+      run(`import(${JSON.stringify(moduleUrl)}).then(({ sharedFileWriter }) => {
+        sharedFileWriter().warm();
+        process.stdout.write('warmed');
+      });`),
+      'warmed',
+    );
+    // Warmed, then used once the thread is up.
+    assert.equal(
+      run(`import(${JSON.stringify(moduleUrl)}).then(async ({ sharedFileWriter }) => {
+        const w = sharedFileWriter();
+        w.warm();
+        await new Promise((r) => setTimeout(r, 200));
+        await w.create(${JSON.stringify(out)}, Buffer.from('after warm'));
+        process.stdout.write('done');
+      });`),
+      'done',
+    );
+    assert.equal(readFileSync(out, 'utf8'), 'after warm');
+  });
 });
