@@ -16,6 +16,8 @@ import { openGzipCache } from '../source/http/gzip-cache.js';
 import { createSourceServer, type RequestLogEntry } from '../source/server.js';
 import { attachSourceNotifications, type SourceNotifications } from '../hub/attach.js';
 import { EXIT } from './exit.js';
+import { parseDuration } from './options.js';
+import { positiveInteger } from './validate.js';
 
 /** What {@link runLiveSource} needs; the CLI options, parsed and checked. */
 export interface LiveSourceOptions {
@@ -50,6 +52,10 @@ export interface LiveSourceOptions {
   readonly hub?: boolean;
   /** Publish change notifications to this external WebSub hub instead. */
   readonly hubUrl?: string;
+  /** Changes per Change List before a new one opens (the Source's `changeListMaxEntries`; default 50,000). */
+  readonly changeListMaxEntries?: number;
+  /** Open a new Change List once a change comes this long after the open one's `from` (default: never). */
+  readonly changeListPeriodMs?: number;
 }
 
 /** URLs a running Source advertises, read from its own Source Description and Capability Lists. */
@@ -75,6 +81,8 @@ interface ServeCliOptions {
   readonly notify: boolean;
   readonly hub?: boolean;
   readonly hubUrl?: string;
+  readonly changelistMaxEntries?: number;
+  readonly changelistPeriod?: number;
 }
 
 /** Parses a whole number option; RS_CONFIG naming the option otherwise. */
@@ -264,6 +272,14 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
       ...(o.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
       ...(o.rescanSeconds === undefined ? {} : { rescanIntervalMs: o.rescanSeconds * 1000 }),
     };
+    if (o.changeListMaxEntries !== undefined || o.changeListPeriodMs !== undefined)
+      options = {
+        ...options,
+        limits: {
+          ...(o.changeListMaxEntries === undefined ? {} : { changeListMaxEntries: o.changeListMaxEntries }),
+          ...(o.changeListPeriodMs === undefined ? {} : { changeListPeriodMs: o.changeListPeriodMs }),
+        },
+      };
     if (o.describedBy !== undefined) {
       const describedBy = new URL(o.describedBy, baseUrl).href;
       options = {
@@ -380,6 +396,12 @@ export function register(program: Command): void {
     .option('--no-notify', 'no change notifications (WebSocket channels /resourcesync/<set>/change-notification)')
     .option('--hub', 'also run a WebSub hub at <base>hub (subscriptions kept in the state directory)')
     .option('--hub-url <url>', 'publish change notifications to this external WebSub hub')
+    .option(
+      '--changelist-max-entries <n>',
+      'changes per Change List before a new one opens (default 50000; a Destination polling the open list reads all of it)',
+      positiveInteger,
+    )
+    .option('--changelist-period <duration>', 'open a new Change List after this long (e.g. 24h, 7d)', parseDuration)
     .addHelpText(
       'after',
       '\nScans the tree against the stored inventory on start, then watches it; runs until SIGINT or SIGTERM.\n' +
@@ -406,6 +428,8 @@ export function register(program: Command): void {
         ...(opts.state === undefined ? {} : { stateDir: opts.state }),
         ...(opts.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
         ...(opts.rescan === undefined ? {} : { rescanSeconds: parseWholeNumber('rescan', opts.rescan, 1, 86_400) }),
+        ...(opts.changelistMaxEntries === undefined ? {} : { changeListMaxEntries: opts.changelistMaxEntries }),
+        ...(opts.changelistPeriod === undefined ? {} : { changeListPeriodMs: opts.changelistPeriod }),
       });
       process.exitCode = EXIT.OK;
     });

@@ -169,6 +169,48 @@ describe('resourcesync serve', () => {
     assert.equal(await r.exit, 0, r.stderr());
   });
 
+  it('--changelist-max-entries rotates the Change Lists; bad values exit 2', async () => {
+    await mkdir(join(root, 'rot'));
+    await writeFile(join(root, 'rot', 'start.txt'), 'start\n');
+    const r = run([
+      'serve',
+      join(root, 'rot'),
+      '--port',
+      '0',
+      '--state',
+      join(root, 'state-rot'),
+      '--json',
+      '--changelist-max-entries',
+      '2',
+    ]);
+    const ev = await waitForEvent(r, 'listening');
+    const capabilityList = await (await fetch((ev.capabilityLists as string[])[0]!)).text();
+    const changes = /<loc>([^<]*changelist[^<]*)<\/loc>/.exec(capabilityList)?.[1];
+    assert.ok(changes !== undefined, capabilityList);
+    for (let i = 0; i < 5; i++) await writeFile(join(root, 'rot', `f${i}.txt`), `file ${i}\n`);
+    // Five changes, two per Change List: an index of three lists, the first two closed (with until).
+    const deadline = Date.now() + 20_000;
+    let index = '';
+    while (Date.now() < deadline) {
+      index = await (await fetch(changes)).text();
+      if ((index.match(/<sitemap>/g) ?? []).length >= 3) break;
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    assert.match(index, /capability="changelist"/);
+    assert.equal((index.match(/<sitemap>/g) ?? []).length, 3, index);
+    assert.equal((index.match(/until="/g) ?? []).length, 2, index);
+    r.child.kill('SIGTERM');
+    assert.equal(await r.exit, 0, r.stderr());
+    for (const bad of [
+      ['--changelist-max-entries', '0'],
+      ['--changelist-period', 'soon'],
+    ]) {
+      const b = run(['serve', join(root, 'rot'), '--port', '0', '--state', join(root, 'state-rot'), ...bad]);
+      assert.equal(await b.exit, 2, bad.join(' '));
+      assert.match(b.stderr(), new RegExp(bad[0]!), b.stderr());
+    }
+  });
+
   it('restarts on the same state and serves again', async () => {
     const r = run(['serve', join(root, 'c'), '--port', '0', '--state', join(root, 'state'), '--json', '--no-watch']);
     const ev = await waitForEvent(r, 'listening');
