@@ -14,6 +14,9 @@
  */
 import { ResourceSyncError } from '../core/errors.js';
 import { writeFileAtomic } from '../io/atomic.js';
+import { crc32 } from '../io/crc32.js';
+
+export { crc32 } from '../io/crc32.js';
 
 /** One entry of a package: a buffer, or a stream of exactly `length` bytes. */
 export interface StoredZipEntry {
@@ -29,53 +32,6 @@ export interface StoredZipEntry {
 export const STORED_ZIP_MAX_BYTES = 0xffff_fff0;
 /** Most entries without ZIP64. */
 export const STORED_ZIP_MAX_ENTRIES = 0xffff;
-
-const CRC_TABLE = (() => {
-  const t = new Int32Array(256 * 8);
-  for (let n = 0; n < 256; n++) {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    t[n] = c;
-  }
-  for (let n = 0; n < 256; n++) {
-    let c = t[n]!;
-    for (let k = 1; k < 8; k++) {
-      c = t[c & 0xff]! ^ (c >>> 8);
-      t[k * 256 + n] = c;
-    }
-  }
-  return t;
-})();
-
-/**
- * CRC-32 (ISO 3309, the ZIP one) of `buf`, continuing from `crc`. Slicing-by-8: eight bytes per step.
- * @example
- * ```ts
- * crc32(Buffer.from('123456789')) === 0xcbf43926
- * ```
- */
-export function crc32(buf: Uint8Array, crc = 0): number {
-  const t = CRC_TABLE;
-  let c = ~crc;
-  let i = 0;
-  const n = buf.length;
-  const end8 = n - (n % 8);
-  while (i < end8) {
-    const a = (buf[i]! | (buf[i + 1]! << 8) | (buf[i + 2]! << 16) | (buf[i + 3]! << 24)) ^ c;
-    c =
-      t[1792 + (a & 0xff)]! ^
-      t[1536 + ((a >>> 8) & 0xff)]! ^
-      t[1280 + ((a >>> 16) & 0xff)]! ^
-      t[1024 + (a >>> 24)]! ^
-      t[768 + buf[i + 4]!]! ^
-      t[512 + buf[i + 5]!]! ^
-      t[256 + buf[i + 6]!]! ^
-      t[buf[i + 7]!]!;
-    i += 8;
-  }
-  while (i < n) c = t[(c ^ buf[i++]!) & 0xff]! ^ (c >>> 8);
-  return ~c >>> 0;
-}
 
 function dosDateTime(d: Date): { date: number; time: number } {
   const year = Math.min(Math.max(d.getUTCFullYear(), 1980), 2107);
