@@ -28,7 +28,8 @@ import yauzl from 'yauzl';
 import yazl from 'yazl';
 import { DumpPackage, downloadPackage, fetchPackage } from '../src/destination/dump.js';
 import { HttpClient } from '../src/destination/http.js';
-import { ZipReader, crc32Table } from '../src/io/zip-reader.js';
+import { crc32Table } from '../src/io/crc32.js';
+import { ZipReader } from '../src/io/zip-reader.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string, dflt: number): number => {

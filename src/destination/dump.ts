@@ -13,7 +13,7 @@
  * @module
  */
 import { createWriteStream } from 'node:fs';
-import { mkdir, rm, stat } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { type HashAlgorithm, DUMP_MANIFEST_NAME, HASH_ALGORITHMS } from '../core/constants.js';
@@ -416,13 +416,4 @@ function asPackageError(e: unknown, url: string | undefined): ResourceSyncError 
   const where = url === undefined ? {} : { url };
   const inner = e instanceof ResourceSyncError && e.cause instanceof Error ? e.cause : (e as Error);
   return new ResourceSyncError('RS_ZIP', `not a readable ZIP package: ${inner.message}`, { ...where, cause: e });
-}
-
-/** Size of a file, or undefined when it does not exist. */
-export async function fileSize(path: string): Promise<number | undefined> {
-  try {
-    return (await stat(path)).size;
-  } catch {
-    return undefined;
-  }
 }

@@ -25,8 +25,6 @@ import zlib from 'node:zlib';
 import { ResourceSyncError } from '../core/errors.js';
 import { crc32 } from './crc32.js';
 
-export { crc32, crc32Table } from './crc32.js';
-
 /** Default bound on the number of entries (central directory records) of an archive. */
 export const DEFAULT_MAX_ZIP_ENTRIES = 1_000_000;
 /** Default bound on the size of the central directory, read in one piece: 256 MiB. */

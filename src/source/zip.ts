@@ -16,8 +16,6 @@ import { ResourceSyncError } from '../core/errors.js';
 import { writeFileAtomic } from '../io/atomic.js';
 import { crc32 } from '../io/crc32.js';
 
-export { crc32 } from '../io/crc32.js';
-
 /** One entry of a package: a buffer, or a stream of exactly `length` bytes. */
 export interface StoredZipEntry {
   /** Path inside the package, `/`-separated, no leading `/`. */

@@ -9,14 +9,7 @@ import zlib from 'node:zlib';
 import fc from 'fast-check';
 import yazl from 'yazl';
 import { isResourceSyncError } from '../../src/core/errors.js';
-import {
-  ZIP_STREAM_CHUNK_BYTES,
-  ZipReader,
-  checkEntryName,
-  crc32,
-  crc32Table,
-  isPlainSafeName,
-} from '../../src/io/zip-reader.js';
+import { ZIP_STREAM_CHUNK_BYTES, ZipReader, checkEntryName, isPlainSafeName } from '../../src/io/zip-reader.js';
 
 const URL_ = 'http://example.org/p.zip';
 
@@ -442,18 +435,5 @@ describe('ZipReader', () => {
     } finally {
       await close();
     }
-  });
-
-  it('computes CRC-32 with the table exactly as zlib does, in one call and continued', () => {
-    const native = (zlib as { crc32?: (d: Uint8Array, v?: number) => number }).crc32;
-    const data = randomBytes(100_003);
-    const whole = crc32Table(data);
-    assert.equal(crc32Table(data.subarray(37), crc32Table(data.subarray(0, 37))), whole);
-    assert.equal(crc32Table(Buffer.from('123456789')), 0xcbf43926);
-    assert.equal(crc32Table(Buffer.alloc(0)), 0);
-    assert.equal(crc32(data), whole);
-    if (native !== undefined)
-      for (let k = 0; k < 40; k++)
-        assert.equal(crc32Table(data.subarray(k, k * 7 + 3)), native(data.subarray(k, k * 7 + 3)) >>> 0);
   });
 });
