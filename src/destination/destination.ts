@@ -207,9 +207,9 @@ export class Destination {
           message: `this copy's watermark was recorded for ${watermark.sourceUrl}, not ${o.url}`,
         });
 
-      // Started before discovery, whose round trips hide their start-up (in a fresh process, a Node worker thread
-      // boots in ~30-40 ms; the first run of a CLI process paid it, and the sync co-process's fork, on its first
-      // files): the file writer thread replaces files in incremental runs, the co-process flushes `batch` runs.
+      // Started before discovery, whose round trips hide their start-up (a Node worker thread is online ~22-23 ms
+      // after it is created here; the first run of a CLI process paid that, and the sync co-process's fork, on its
+      // first files): the file writer thread replaces files in incremental runs, the co-process flushes `batch` runs.
       if (!readOnly) {
         if (op === 'incremental') sharedFileWriter().warm();
         if (ctxOptions.durability === 'batch') prepareSyncFileSystem();
