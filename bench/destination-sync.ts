@@ -29,6 +29,9 @@ const SIZE = 2048;
 const ONLY = process.env['BENCH_ONLY'];
 const runs = (part: string): boolean => ONLY === undefined || ONLY === part;
 const here = dirname(fileURLToPath(import.meta.url));
+/** Run from source (tsx) or compiled: the extension of sibling scripts, and the flags a child needs for them. */
+const EXT = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
+const CHILD_ARGS = EXT === '.ts' ? ['--import', 'tsx'] : [];
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -50,11 +53,9 @@ function sourceCpu(): number {
 }
 
 async function startServer(): Promise<{ child: ChildProcess; base: string; send: (cmd: object) => Promise<void> }> {
-  const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
-  const args = ext === '.ts' ? ['--import', 'tsx'] : [];
   const child = spawn(
     process.execPath,
-    [...args, join(here, `destination-server${ext}`), SOURCE, String(N), String(SIZE)],
+    [...CHILD_ARGS, join(here, `destination-server${EXT}`), SOURCE, String(N), String(SIZE)],
     {
       stdio: ['pipe', 'pipe', 'inherit'],
     },
@@ -406,8 +407,7 @@ async function benchIncremental(
   }
   // What a user running `resourcesync sync` from cron gets: a fresh process each time (Node's start-up, module
   // loading and a cold JIT included), the default way (Change Dump) and durability (batch).
-  const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
-  const cliArgs = [...(ext === '.ts' ? ['--import', 'tsx'] : []), join(here, '..', 'src', 'cli', `main${ext}`)];
+  const cliArgs = [...CHILD_ARGS, join(here, '..', 'src', 'cli', `main${EXT}`)];
   const cli: { wall: number; run: number }[] = [];
   for (let r = 0; r < RUNS; r++) {
     await send({ cmd: 'changes', n: 1000 });

@@ -206,27 +206,19 @@ async function receivePackage(
   }
 }
 
-/**
- * Checks the name of a file inside a package and returns it. Refused: empty names, absolute paths (`/x`),
- * drive letters (`C:`), backslashes, NUL, and any `.` or `..` segment (see `checkEntryName` in
- * `io/zip-reader.ts`, which checks every name of a package when it is opened).
- *
- * @throws ResourceSyncError `RS_ZIP` naming the entry.
- */
-export function checkPackageName(name: string, url?: string): string {
-  return checkEntryName(name, url);
-}
+/** Checks the name of a file inside a package and returns it: `checkEntryName` of `io/zip-reader.ts`. */
+export const checkPackageName: (name: string, url?: string) => string = checkEntryName;
 
 /**
  * The package entry a manifest `path` attribute names (§11.2: a path relative to the package root, with a
- * leading `/`), checked like {@link checkPackageName}.
+ * leading `/`), checked like {@link checkEntryName}.
  *
  * @throws ResourceSyncError `RS_ZIP` for a missing or unsafe path.
  */
 export function manifestPathToName(path: string | undefined, url?: string): string {
   const where = url === undefined ? {} : { url };
   if (path === undefined || path === '') throw new ResourceSyncError('RS_ZIP', 'manifest entry has no path', where);
-  return checkPackageName(path.startsWith('/') ? path.slice(1) : path, url);
+  return checkEntryName(path.startsWith('/') ? path.slice(1) : path, url);
 }
 
 /** Options of {@link DumpPackage.open}. */
