@@ -13,3 +13,10 @@ export function parseDuration(text: string): number {
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? 's'] ?? 1000;
   return Number(m[1]) * unit;
 }
+
+/** A whole number >= 1, written in digits only (`1e3`, `0x10` and ` 5 ` are refused). */
+export function positiveInteger(text: string): number {
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(Number(text)) || Number(text) < 1)
+    throw new InvalidArgumentError('a whole number >= 1 is expected');
+  return Number(text);
+}

@@ -10,8 +10,8 @@
  */
 import { copyFile, mkdir, rename, stat, unlink, utimes } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { type Command, InvalidArgumentError, Option } from 'commander';
-import { parseDuration } from './options.js';
+import { type Command, Option } from 'commander';
+import { parseDuration, positiveInteger } from './options.js';
 import { ResourceSyncError } from '../core/errors.js';
 import { type DirectorySource, openDirectorySource } from '../source/index.js';
 import { EXIT } from './exit.js';
@@ -186,11 +186,6 @@ async function copyResources(source: DirectorySource, out: string): Promise<numb
     await snap.close();
   }
   return copied;
-}
-
-function positiveInteger(text: string): number {
-  if (!/^\d+$/.test(text) || Number(text) < 1) throw new InvalidArgumentError('a whole number >= 1 is expected');
-  return Number(text);
 }
 
 const HELP = `

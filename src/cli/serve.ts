@@ -16,8 +16,7 @@ import { openGzipCache } from '../source/http/gzip-cache.js';
 import { createSourceServer, type RequestLogEntry } from '../source/server.js';
 import { attachSourceNotifications, type SourceNotifications } from '../hub/attach.js';
 import { EXIT } from './exit.js';
-import { parseDuration } from './options.js';
-import { positiveInteger } from './validate.js';
+import { parseDuration, positiveInteger } from './options.js';
 
 /** What {@link runLiveSource} needs; the CLI options, parsed and checked. */
 export interface LiveSourceOptions {

@@ -270,6 +270,12 @@ export class Source {
     const minPackage = l.dumpMinPackageChanges ?? DEFAULT_MIN_PACKAGE_CHANGES;
     if (!Number.isSafeInteger(minPackage) || minPackage < 0)
       throw new ResourceSyncError('RS_CONFIG', `dumpMinPackageChanges must be an integer >= 0, not ${minPackage}`);
+    // A period of 0 (or less) would close the open Change List at every change: one list per change, forever.
+    if (l.changeListPeriodMs !== undefined && (!Number.isSafeInteger(l.changeListPeriodMs) || l.changeListPeriodMs < 1))
+      throw new ResourceSyncError(
+        'RS_CONFIG',
+        `changeListPeriodMs must be a whole number of milliseconds >= 1, not ${l.changeListPeriodMs}`,
+      );
     this.#limits = {
       maxEntriesPerDocument: maxEntries,
       maxBytesPerDocument: l.maxBytesPerDocument ?? 52_428_800,
@@ -604,7 +610,10 @@ export class Source {
         await this.#regenRunning;
         for (const key of todo) {
           if (this.#closed) return;
-          const [group, setName] = key.split(':') as [GroupKind, string];
+          // A set's name may hold ':' itself: the group is what comes before the first one.
+          const colon = key.indexOf(':');
+          const group = key.slice(0, colon) as GroupKind;
+          const setName = key.slice(colon + 1);
           // Asked for again from now on (a request during the generation counts).
           this.#wanted.delete(key);
           await this.ensure(group, setName);

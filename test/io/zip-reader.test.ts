@@ -5,7 +5,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
-import zlib from 'node:zlib';
 import fc from 'fast-check';
 import yazl from 'yazl';
 import { isResourceSyncError } from '../../src/core/errors.js';

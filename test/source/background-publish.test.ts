@@ -2,12 +2,9 @@ import assert from 'node:assert/strict';
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { isResourceSyncError } from '../../src/core/errors.js';
 import { BlobStore, Source, openSqliteStore } from '../../src/source/index.js';
-import { tempDir } from './helpers.js';
-
-async function* bytes(text: string): AsyncGenerator<Uint8Array> {
-  yield Buffer.from(text);
-}
+import { bytes, tempDir } from './helpers.js';
 
 /** Change Lists and Change Dumps are published in the background once changes settle. */
 describe('Source background publication', () => {
@@ -64,6 +61,49 @@ describe('Source background publication', () => {
       } finally {
         await source.close();
       }
+    } finally {
+      await store.close();
+      await cleanup();
+    }
+  });
+
+  it("regenerates a set whose name holds ':' (the background run split its key at every colon)", async () => {
+    const { dir, cleanup } = await tempDir();
+    const store = await openSqliteStore({ path: join(dir, 'source.db') });
+    try {
+      const source = await Source.open({
+        store,
+        baseUrl: 'https://repo.example.org/',
+        siteDir: join(dir, 'site'),
+        sets: [{ name: 'a:b' }],
+        fsync: false,
+        regenerateAfterMs: 30,
+      });
+      try {
+        await source.recordChanges([{ uri: 'a.txt', change: 'created', setName: 'a:b', content: () => bytes('a') }]);
+        assert.ok(await source.document('/resourcesync/a:b/changelist.xml'));
+        await source.recordChanges([{ uri: 'b.txt', change: 'created', setName: 'a:b', content: () => bytes('b') }]);
+        await source.settled();
+        const list = await readFile(join(dir, 'site', 'resourcesync', 'a:b', 'changelist-0001.xml'), 'utf8');
+        assert.match(list, /repo\.example\.org\/b\.txt/);
+      } finally {
+        await source.close();
+      }
+    } finally {
+      await store.close();
+      await cleanup();
+    }
+  });
+
+  it('refuses a Change List period below 1 ms (one list per change)', async () => {
+    const { dir, cleanup } = await tempDir();
+    const store = await openSqliteStore({ path: join(dir, 'source.db') });
+    try {
+      for (const changeListPeriodMs of [0, -5, 1.5])
+        await assert.rejects(
+          Source.open({ store, baseUrl: 'https://repo.example.org/', siteDir: dir, limits: { changeListPeriodMs } }),
+          (e) => isResourceSyncError(e, 'RS_CONFIG') && /changeListPeriodMs/.test(e.message),
+        );
     } finally {
       await store.close();
       await cleanup();

@@ -15,14 +15,10 @@ import type { Entry, ResourceSyncDocument } from '../../src/core/model.js';
 import { BlobStore, openSqliteStore, Source, type SourceChange, type SourceLimits } from '../../src/source/index.js';
 import type { SourceStore } from '../../src/source/store.js';
 import { readDocument } from '../../src/xml/index.js';
-import { checkPackage, crawl, readZip, tempDir } from './helpers.js';
+import { bytes, checkPackage, crawl, readZip, tempDir } from './helpers.js';
 
 const SET = 'default';
 const BASE = 'https://repo.example.org/';
-
-async function* bytes(text: string): AsyncGenerator<Uint8Array> {
-  yield Buffer.from(text);
-}
 
 interface Opened {
   readonly store: SourceStore;

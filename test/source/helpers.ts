@@ -13,6 +13,11 @@ import type { DocumentKind, ResourceSyncDocument } from '../../src/core/model.js
 import { parseHashes } from '../../src/core/hash.js';
 import { readDocument } from '../../src/xml/index.js';
 
+/** A resource's content, as `ChangeInput.content` wants it. */
+export async function* bytes(text: string): AsyncGenerator<Uint8Array> {
+  yield Buffer.from(text);
+}
+
 export async function tempDir(prefix = 'rs-source-'): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), prefix));
   return { dir, cleanup: () => rm(dir, { recursive: true, force: true }) };

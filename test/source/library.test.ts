@@ -6,11 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, it } from 'node:test';
 import { isResourceSyncError } from '../../src/core/errors.js';
 import { BlobStore, openSqliteStore, type RecordedChange, Source } from '../../src/source/index.js';
-import { checkPackage, crawl, tempDir } from './helpers.js';
-
-async function* bytes(text: string): AsyncGenerator<Uint8Array> {
-  yield Buffer.from(text);
-}
+import { bytes, checkPackage, crawl, tempDir } from './helpers.js';
 
 /** The library API over a store, as a repository (not a directory) would use it. */
 describe('Source library API', () => {

@@ -3,7 +3,6 @@ import { randomBytes } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import fc from 'fast-check';
 import { writeZip } from '../../src/source/dumps.js';
 import { type StoredZipEntry, writeStoredZip } from '../../src/source/zip.js';
 import { readZip, tempDir } from './helpers.js';
