@@ -276,7 +276,8 @@ describe('RecordCache', () => {
   });
 
   it('written() of a batch larger than the cache keeps the first maxEntries', async () => {
-    const cache = new RecordCache(store, { maxEntries: 8, readAhead: 0 });
+    const c = counted(false);
+    const cache = new RecordCache(c.store, { maxEntries: 8, readAhead: 0 });
     const changes: ChangeInput[] = Array.from({ length: 20 }, (_, i) => ({
       uri: key(100 + i),
       change: 'updated' as const,
@@ -289,7 +290,12 @@ describe('RecordCache', () => {
     }));
     cache.written(changes);
     assert.equal(cache.size, 8);
+    // The first eight come from the cache (no lookup reaches the store), and are what the store holds.
     for (let i = 0; i < 8; i++) assert.deepEqual(await cache.get(key(100 + i)), await store.getResource(key(100 + i)));
+    assert.equal(c.gets(), 0);
+    // A later one was not kept: looking it up reaches the store.
+    await cache.get(key(119));
+    assert.equal(c.gets(), 1);
   });
 
   it('a lookup running while written() is called does not fill the cache', async () => {
