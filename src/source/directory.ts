@@ -270,8 +270,6 @@ class DirectorySourceImpl implements DirectorySource {
    * scan's own; a scan's write replaces just the records of its changes (see {@link DirectorySourceImpl.#record}).
    */
   readonly #records: RecordCache;
-  /** While a scan's batch is being recorded (see {@link #record}): whether another write went through meanwhile. */
-  #ownBatch: { foreign: boolean } | undefined;
   readonly #unsubscribe: () => void;
   /** False once `/proc/self/fd` turned out not to exist (the checked open is then never tried). */
   #procFd = true;
@@ -295,9 +293,7 @@ class DirectorySourceImpl implements DirectorySource {
     this.#records = new RecordCache(source.store);
     // A write through the Source other than a scan's own (recordChanges) forgets every record at once.
     this.#unsubscribe = source.onChange((_changes, origin) => {
-      if (origin === this) return;
-      this.#records.invalidate();
-      if (this.#ownBatch !== undefined) this.#ownBatch.foreign = true;
+      if (origin !== this) this.#records.invalidate();
     });
   }
 
@@ -323,18 +319,15 @@ class DirectorySourceImpl implements DirectorySource {
   #record = async (changes: ChangeInput[], log: boolean): Promise<void> => {
     // Records of other resources stay: a scan's later batches (its silent one, e.g. racy files hashed again,
     // follows the logged ones) keep what the earlier ones wrote. Scans and records run one at a time (#serial).
-    this.#records.writing(changes);
-    const batch = { foreign: false };
-    this.#ownBatch = batch;
-    let recorded = false;
+    const token = this.#records.writing(changes);
     try {
       await this.source.record(changes, log, this);
-      recorded = true;
-    } finally {
-      this.#ownBatch = undefined;
-      if (!recorded || batch.foreign) this.#records.invalidate();
-      else this.#records.written(changes);
+    } catch (e) {
+      this.#records.invalidate();
+      throw e;
     }
+    // Cleared instead when another write went through the Source meanwhile (its notification invalidated).
+    this.#records.written(changes, token);
   };
 
   scan(): Promise<ScanStats> {

@@ -70,33 +70,39 @@ export class RecordCache {
     this.#entries.clear();
   }
 
-  /**
-   * Call right before `changes` are recorded in the store (by the owner, who then calls {@link written} or
-   * {@link invalidate}): their records are forgotten, every other record stays (the write does not touch them);
-   * lookups running now will not fill the cache.
-   */
-  writing(changes: readonly ChangeInput[]): void {
+  /** Forgets the records of `changes`; lookups running now will not fill the cache. */
+  #forget(changes: readonly ChangeInput[]): void {
     this.#generation++;
     for (const c of changes) this.#entries.delete(c.uri);
   }
 
   /**
-   * Call right after `changes` were recorded in the store, when no other write happened since the cache last
-   * heard of one (else call {@link invalidate}): the records of those resources become what the store now holds
-   * (deleted ones, and ones whose stored record the store cannot tell beforehand, are forgotten; of a batch
-   * larger than the cache, the first `maxEntries` are kept), every other record stays; lookups running now will
-   * not fill the cache. Without {@link SourceStore.recordOf} this is {@link invalidate}.
+   * Call right before `changes` are recorded in the store (by the owner, who then calls {@link written}, or
+   * {@link invalidate} when the write failed): their records are forgotten, every other record stays (the write
+   * does not touch them); lookups running now will not fill the cache. Returns the token {@link written} needs.
+   */
+  writing(changes: readonly ChangeInput[]): number {
+    this.#forget(changes);
+    return this.#generation;
+  }
+
+  /**
+   * Call right after `changes` were recorded in the store, with the token {@link writing} gave: the records of
+   * those resources become what the store now holds (deleted ones, and ones whose stored record the store
+   * cannot tell beforehand, are forgotten; of a batch larger than the cache, the first `maxEntries` are kept),
+   * every other record stays; lookups running now will not fill the cache. When the cache heard of another
+   * write since {@link writing} ({@link invalidate}), or without {@link SourceStore.recordOf}, it is cleared
+   * instead: what the store holds is then not known here.
    *
    * Memory: the bound of the cache holds (the oldest records make room).
    */
-  written(changes: readonly ChangeInput[]): void {
+  written(changes: readonly ChangeInput[], token: number): void {
     const recordOf = this.#store.recordOf?.bind(this.#store);
-    if (recordOf === undefined) {
+    if (recordOf === undefined || token !== this.#generation) {
       this.invalidate();
       return;
     }
-    this.#generation++;
-    for (const c of changes) this.#entries.delete(c.uri);
+    this.#forget(changes);
     let kept = 0;
     // The last change of a resource in the batch is the one the store holds.
     const last = new Map<string, ChangeInput>();

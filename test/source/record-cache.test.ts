@@ -225,8 +225,9 @@ describe('RecordCache', () => {
       { uri: 'z/new.txt', change: 'created', setName: 'other', length: 0, lastmodMs: 7 },
       { uri: 'z/tmp.txt', change: 'deleted', setName: 'default' },
     ];
+    const token = cache.writing(changes);
     await store.recordChanges(changes, { log: true });
-    cache.written(changes);
+    cache.written(changes, token);
     const gets = c.gets();
     for (const k of [key(30), key(40), 'z/new.txt', key(31)])
       assert.deepEqual(await cache.get(k), await store.getResource(k), k);
@@ -249,8 +250,9 @@ describe('RecordCache', () => {
     const cache = new RecordCache(c.store, { readAhead: 0 });
     await cache.get(key(60));
     const change: ChangeInput = { uri: key(60), change: 'updated', setName: 'default', length: 10 };
+    const token = cache.writing([change]);
     await store.recordChanges([change], { log: false });
-    cache.written([change]);
+    cache.written([change], token);
     const gets = c.gets();
     assert.deepEqual(await cache.get(key(60)), await store.getResource(key(60)));
     assert.equal(c.gets(), gets + 1, 'looked up');
@@ -266,10 +268,17 @@ describe('RecordCache', () => {
     const cache = new RecordCache(without, { readAhead: 0 });
     await cache.get(key(70));
     await cache.get(key(71));
+    const change: ChangeInput = {
+      uri: key(70),
+      change: 'updated',
+      setName: 'default',
+      length: 10,
+      lastmodMs: 1,
+      hashes: { 'sha-256': 'w70' },
+    };
+    const token = cache.writing([change]);
     await put(70, 'w70');
-    cache.written([
-      { uri: key(70), change: 'updated', setName: 'default', length: 10, lastmodMs: 1, hashes: { 'sha-256': 'w70' } },
-    ]);
+    cache.written([change], token);
     assert.equal(cache.size, 0);
     assert.equal((await cache.get(key(70)))?.hashes['sha-256'], 'w70');
     await put(70, 'h70');
@@ -288,7 +297,7 @@ describe('RecordCache', () => {
       lastmodMs: 1_700_000_000_000 + 100 + i,
       fileId: `10:${100 + i}:${100 + i}`,
     }));
-    cache.written(changes);
+    cache.written(changes, cache.writing(changes));
     assert.equal(cache.size, 8);
     // The first eight come from the cache (no lookup reaches the store), and are what the store holds.
     for (let i = 0; i < 8; i++) assert.deepEqual(await cache.get(key(100 + i)), await store.getResource(key(100 + i)));
@@ -301,11 +310,33 @@ describe('RecordCache', () => {
   it('a lookup running while written() is called does not fill the cache', async () => {
     const c = counted(false);
     const cache = new RecordCache(c.store);
+    const token = cache.writing([]);
     const release = c.hold();
-    const pending = cache.get(key(80));
-    cache.written([]);
+    const pending = cache.get(key(80)); // started after writing(): only written() can keep it out
+    cache.written([], token);
     release();
     await pending;
+    assert.equal(cache.size, 0);
+  });
+
+  it('written() after another write was heard of (invalidate) clears the cache instead of filling it', async () => {
+    const c = counted(false);
+    const cache = new RecordCache(c.store, { readAhead: 0 });
+    await cache.get(key(90));
+    const change: ChangeInput = {
+      uri: key(91),
+      change: 'updated',
+      setName: 'default',
+      length: 10,
+      type: 'text/plain',
+      hashes: { 'sha-256': 'h91' },
+      lastmodMs: 1_700_000_000_091,
+      fileId: '10:91:91',
+    };
+    const token = cache.writing([change]);
+    cache.invalidate(); // another writer's notification, while this batch was being recorded
+    await cache.get(key(90));
+    cache.written([change], token);
     assert.equal(cache.size, 0);
   });
 });
