@@ -10,7 +10,7 @@
 // warmed (one untimed dump baseline: it builds its packages on first request) before anything is timed.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { closeSync, linkSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
 import { mkdir, mkdtemp, open, rename, rm } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -70,10 +70,10 @@ async function startServer(): Promise<{ child: ChildProcess; base: string; send:
   return { child, base, send };
 }
 
-/** The floor: writing N new 2 KB files the way an install does (temp file, write, rename), with and without fsync. */
 /** ms of the one syncfs after the last {@link writeFloor} with `syncfsAfter` (NaN when unavailable). */
 let lastSyncfsMs = Number.NaN;
 
+/** The floor: writing N new 2 KB files the way an install does (temp file, write, rename), with and without fsync. */
 async function writeFloor(
   concurrency: number,
   fsync: boolean,
@@ -128,7 +128,6 @@ async function writeFloor(
  * writes and of the renames (medians over the rounds after the first).
  */
 async function replaceRounds(spare: boolean, rounds = 5): Promise<{ write: number; rename: number }> {
-  const { openSync, writeSync, closeSync, renameSync, linkSync, writeFileSync, mkdirSync } = await import('node:fs');
   const dir = await mkdtemp(join(tmpdir(), 'rs-bench-replace-'));
   keep.push(dir);
   const per = 1000;

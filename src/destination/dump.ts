@@ -21,14 +21,14 @@ import { ResourceSyncError } from '../core/errors.js';
 import { type Hashes, hashesMatch } from '../core/hash.js';
 import { tempPathFor } from '../io/atomic.js';
 import { createMultiHasher } from '../io/hashing.js';
-import { ZipReader, type ZipReaderOptions, checkEntryName } from '../io/zip-reader.js';
+import { DEFAULT_MAX_ZIP_ENTRIES, ZipReader, type ZipReaderOptions, checkEntryName } from '../io/zip-reader.js';
 import { type DocumentStream, openDocument } from '../xml/index.js';
 import type { HttpClient } from './http.js';
 
 /** Default bound on a downloaded package: 8 GiB. */
 export const DEFAULT_MAX_PACKAGE_BYTES = 8 * 1024 ** 3;
 /** Default bound on the number of files in a package. */
-export const DEFAULT_MAX_PACKAGE_ENTRIES = 1_000_000;
+export const DEFAULT_MAX_PACKAGE_ENTRIES = DEFAULT_MAX_ZIP_ENTRIES;
 /** Default bound on the size of `manifest.xml`, uncompressed: 256 MiB (a manifest is a Sitemap, ≤ 50 MB, §4.2). */
 export const DEFAULT_MAX_MANIFEST_BYTES = 256 * 1024 ** 2;
 /**
@@ -227,8 +227,6 @@ export interface OpenPackageOptions {
   readonly url?: string;
   readonly maxEntries?: number;
   readonly maxManifestBytes?: number;
-  /** Bound on the package's central directory, read whole (default 256 MiB). */
-  readonly maxCentralDirectoryBytes?: number;
   /** Remove the file on {@link DumpPackage.close}, or when it cannot be opened (default true). */
   readonly removeOnClose?: boolean;
 }
@@ -394,11 +392,8 @@ export class DumpPackage {
 }
 
 function readerOptions(options: OpenPackageOptions): ZipReaderOptions {
-  const o: { url?: string; maxEntries: number; maxCentralDirectoryBytes?: number } = {
-    maxEntries: options.maxEntries ?? DEFAULT_MAX_PACKAGE_ENTRIES,
-  };
+  const o: { url?: string; maxEntries: number } = { maxEntries: options.maxEntries ?? DEFAULT_MAX_PACKAGE_ENTRIES };
   if (options.url !== undefined) o.url = options.url;
-  if (options.maxCentralDirectoryBytes !== undefined) o.maxCentralDirectoryBytes = options.maxCentralDirectoryBytes;
   return o;
 }
 

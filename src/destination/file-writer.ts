@@ -268,9 +268,12 @@ export class FileWriter {
   /** The pending post of the queue, if any. */
   #timer: ReturnType<typeof setTimeout> | undefined;
 
-  /** Creates `path` (which must not exist) holding `body`. @throws ResourceSyncError RS_IO */
-  async create(path: string, body: Uint8Array): Promise<void> {
-    await this.#submit({ kind: 'create', path, body: ownBytes(body) }, path);
+  /**
+   * Creates `path` (which must not exist) holding `body`. @throws ResourceSyncError RS_IO, naming `what` (the
+   * file the caller is installing: `path` by default)
+   */
+  async create(path: string, body: Uint8Array, what = path): Promise<void> {
+    await this.#submit({ kind: 'create', path, body: ownBytes(body) }, what);
   }
 
   /** Writes `body` to the new file `tmp` and renames it over `target`. @throws ResourceSyncError RS_IO */

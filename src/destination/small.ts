@@ -181,7 +181,7 @@ export function writeSmallTemp(target: string, body: Uint8Array): string {
 export async function stageSmallFile(target: string, body: Uint8Array, replacing?: boolean): Promise<string> {
   if (!(replacing ?? existsSync(target))) return writeSmallTemp(target, body);
   const tmp = smallTempPath(target);
-  await sharedFileWriter().create(tmp, body);
+  await sharedFileWriter().create(tmp, body, target);
   return tmp;
 }
 

@@ -11,7 +11,7 @@
  * Safety: a spare is scratch, never under a name of the copy; the writer refuses to rewrite a file with more
  * than one link (see the `refill` job), so a spare that still shares its inode with a copy file (a crash
  * between the link and the rename) is dropped, never written. The pool holds at most {@link SparePoolOptions.max}
- * files of at most {@link SparePoolOptions.keepMax} bytes each (64 MiB by default).
+ * files of at most {@link SparePoolOptions.keepMax} bytes each (by default 1,024 files of 64 KiB: 64 MiB in all).
  *
  * Memory: the names of the free spares (at most `max`).
  *

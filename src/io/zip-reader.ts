@@ -79,7 +79,7 @@ const SUSPECT_NAME = /[^\x01-\x5b\x5d-\x7f]|^\/|^[a-zA-Z]:|\/\/|(?:^|\/)\.\.?(?:
  * @throws ResourceSyncError `RS_ZIP` naming the entry.
  */
 export function checkEntryName(name: string, url?: string): string {
-  if (name.length > 0 && !SUSPECT_NAME.test(name)) return name; // the common case, in one native call
+  if (isPlainSafeName(name)) return name; // the common case, in one native call
   const bad = (why: string): never => {
     throw new ResourceSyncError(
       'RS_ZIP',
@@ -124,8 +124,8 @@ const TAIL_BYTES = 256 * 1024;
 /** Positioned reads of an archive: a file descriptor, or bytes in memory. */
 interface ByteSource {
   readonly size: number;
-  /** The whole archive when it is in memory. */
-  readonly whole: Buffer | undefined;
+  /** The archive is held in memory (its reads are views of it). */
+  readonly inMemory: boolean;
   /** `length` bytes at `position` (fewer at the end of the file). */
   read(position: number, length: number): Promise<Buffer>;
   /** Like {@link read}, through a cache of blocks for small reads of neighbouring files. */
@@ -134,8 +134,9 @@ interface ByteSource {
 }
 
 class MemorySource implements ByteSource {
+  readonly inMemory = true;
   readonly size: number;
-  constructor(readonly whole: Buffer) {
+  constructor(private readonly whole: Buffer) {
     this.size = whole.length;
   }
   read(position: number, length: number): Promise<Buffer> {
@@ -157,7 +158,7 @@ class MemorySource implements ByteSource {
  * Memory: {@link BLOCKS} blocks of {@link BLOCK_BYTES}.
  */
 class FileSource implements ByteSource {
-  readonly whole = undefined;
+  readonly inMemory = false;
   private readonly blocks = new Map<number, Promise<Buffer>>();
   private hits = 0;
   private misses = 0;
@@ -263,14 +264,9 @@ export class ZipReader {
     readonly url: string | undefined,
   ) {}
 
-  /** Size of the archive in bytes. */
-  get byteLength(): number {
-    return this.source.size;
-  }
-
   /** True when the archive is held in memory. */
   get inMemory(): boolean {
-    return this.source.whole !== undefined;
+    return this.source.inMemory;
   }
 
   /**
@@ -370,43 +366,33 @@ export class ZipReader {
 
   /**
    * The whole bytes of `entry`, checked (size, CRC-32). One positioned read (through the small-read cache
-   * for files up to 64 KiB) or a slice of the in-memory archive, then one bounded `inflateRawSync`. A stored
+   * for files up to 64 KiB; a view for an in-memory archive), then one bounded `inflateRawSync`. A stored
    * file of an in-memory archive is a view into the archive's buffer (do not modify it).
    * Memory: the compressed and uncompressed bytes, at most both sizes (plus a read block).
    * @throws ResourceSyncError `RS_ZIP` naming the entry.
    */
   async readSmall(entry: ZipEntry): Promise<Uint8Array> {
     this.checkMethod(entry);
-    const whole = this.source.whole;
-    let data: Buffer;
-    if (whole !== undefined) {
-      const start = this.dataStart(
-        entry,
-        whole.subarray(entry.localHeaderOffset, entry.localHeaderOffset + LOCAL_BYTES),
-      );
-      data = whole.subarray(start, start + entry.compressedSize);
-    } else {
-      const at = entry.localHeaderOffset;
-      // The local header's name and extra lengths usually equal the central directory's; read a little more
-      // and read again in the rare case it was not enough.
-      const guess = Math.min(LOCAL_BYTES + entry.headerGuess + 64 + entry.compressedSize, this.dataEnd - at);
-      let buf: Buffer;
+    const at = entry.localHeaderOffset;
+    // The local header's name and extra lengths usually equal the central directory's; read a little more
+    // and read again in the rare case it was not enough.
+    const guess = Math.min(LOCAL_BYTES + entry.headerGuess + 64 + entry.compressedSize, this.dataEnd - at);
+    let buf: Buffer;
+    try {
+      buf = await this.source.readSmall(at, guess);
+    } catch (e) {
+      return this.fail(`cannot read ${JSON.stringify(entry.name)} from package: ${(e as Error).message}`, e);
+    }
+    const start = this.dataStart(entry, buf) - at;
+    const end = start + entry.compressedSize;
+    if (buf.length < end)
       try {
-        buf = await this.source.readSmall(at, guess);
+        buf = await this.source.read(at, end);
       } catch (e) {
         return this.fail(`cannot read ${JSON.stringify(entry.name)} from package: ${(e as Error).message}`, e);
       }
-      const start = this.dataStart(entry, buf) - at;
-      const end = start + entry.compressedSize;
-      if (buf.length < end)
-        try {
-          buf = await this.source.read(at, end);
-        } catch (e) {
-          return this.fail(`cannot read ${JSON.stringify(entry.name)} from package: ${(e as Error).message}`, e);
-        }
-      if (buf.length < end) this.fail(`data of ${JSON.stringify(entry.name)} is truncated in package`);
-      data = buf.subarray(start, end);
-    }
+    if (buf.length < end) this.fail(`data of ${JSON.stringify(entry.name)} is truncated in package`);
+    const data = buf.subarray(start, end);
     return this.decode(entry, data);
   }
 
@@ -508,15 +494,20 @@ function zipError(why: string, url: string | undefined): ResourceSyncError {
   return new ResourceSyncError('RS_ZIP', why, url === undefined ? {} : { url });
 }
 
+/** A refusal of the archive's end records: `not a readable ZIP package: <why>`. */
+function unreadable(options: ZipReaderOptions): (why: string) => never {
+  return (why) => {
+    throw zipError(`not a readable ZIP package: ${why}`, options.url);
+  };
+}
+
 /**
  * Finds the EOCD record in `tail` (the archive's bytes from `tailStart` to its end `size`): the last
  * signature, within the last 64 KiB + 22 bytes, whose comment length reaches exactly the end of the file;
  * then the ZIP64 locator and record when present.
  */
 function findDirectory(tail: Buffer, tailStart: number, size: number, options: ZipReaderOptions): DirectoryInfo {
-  const fail = (why: string): never => {
-    throw zipError(`not a readable ZIP package: ${why}`, options.url);
-  };
+  const fail = unreadable(options);
   if (size < EOCD_BYTES) fail('too short');
   let at = -1;
   const lowest = Math.max(0, tail.length - EOCD_BYTES - MAX_COMMENT);
@@ -557,9 +548,7 @@ function readZip64Record(
   cdLimit: number,
   options: ZipReaderOptions,
 ): DirectoryInfo {
-  const fail = (why: string): never => {
-    throw zipError(`not a readable ZIP package: ${why}`, options.url);
-  };
+  const fail = unreadable(options);
   if (b.length < at + ZIP64_EOCD_BYTES || b.readUInt32LE(at) !== SIG_ZIP64_EOCD)
     fail(`bad ZIP64 end of central directory record at ${fileAt}`);
   if (b.readUInt32LE(at + 16) !== 0 || b.readUInt32LE(at + 20) !== 0) fail('multi-disk archives are not supported');
@@ -638,8 +627,7 @@ function parseDirectory(cd: Buffer, count: number, cdOffset: number, url: string
     const next = extraStart + extraLength + commentLength;
     if (next > cdLength) fail('truncated central directory');
     let name = latin1(cd, nameStart, extraStart);
-    if (nameLength === 0 || SUSPECT_NAME.test(name))
-      name = checkEntryName(cd.toString('utf8', nameStart, extraStart), url);
+    if (!isPlainSafeName(name)) name = checkEntryName(cd.toString('utf8', nameStart, extraStart), url);
     if (size === 0xffffffff || compressedSize === 0xffffffff || offset === 0xffffffff) {
       const z = readZip64Extra(cd, extraStart, extraStart + extraLength, size, compressedSize, offset, name, fail);
       size = z[0];

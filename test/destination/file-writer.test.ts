@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { isResourceSyncError } from '../../src/core/errors.js';
 import { FileWriter } from '../../src/destination/file-writer.js';
+import { stageSmallFile } from '../../src/destination/small.js';
 
 describe('FileWriter (small-file writes on a worker thread)', () => {
   let dir: string;
@@ -96,6 +97,15 @@ describe('FileWriter (small-file writes on a worker thread)', () => {
     assert.deepEqual(readdirSync(sub).sort(), ['s1', 's2', 's3']);
     assert.equal(readFileSync(join(sub, 's1'), 'utf8'), 'renamed');
     await starved.close();
+  });
+
+  it('a replacement that cannot be staged is reported under the file being installed, not its temporary name', async () => {
+    const target = join(dir, 'no-such-dir', 'r.txt');
+    await assert.rejects(stageSmallFile(target, Buffer.from('x'), true), (e: Error) => {
+      assert.ok(isResourceSyncError(e, 'RS_IO'));
+      assert.ok(e.message.startsWith(`cannot write ${target}:`), e.message);
+      return true;
+    });
   });
 
   it('keeps a process alive while jobs are pending, and lets it exit once they are done', async () => {
