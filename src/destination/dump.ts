@@ -35,8 +35,11 @@ export const DEFAULT_MAX_MANIFEST_BYTES = 256 * 1024 ** 2;
  * Default bound on a package received into memory by {@link fetchPackage}: 8 MiB. Measured
  * (`BENCH_ONLY=dump node dist/bench/destination-sync.js 10000 5 real`, two runs each): the 10,000-file
  * baseline package (~22 MB) installed at 13,218-13,479 resources/s through a temporary file, against
- * 11,824-12,396 from memory under a 32 MiB bound; a Change Dump package of 1,000 small files (~2.8 MB) gains
- * from memory (no temporary file to write and remove).
+ * 11,824-12,396 from memory under a 32 MiB bound. For a package of 1,000 small files, download + open took
+ * 2.4 ms into memory against 4.3 ms through a file (`bench/package-open.ts`); whole incremental runs from such
+ * a package showed no difference beyond their noise (15 rounds each way: medians 159 ms from memory, 161 ms
+ * through a file). So the bound is a judgement: small packages skip a temporary file, large ones stay off the
+ * heap.
  */
 export const DEFAULT_MEMORY_PACKAGE_BYTES = 8 * 1024 ** 2;
 
