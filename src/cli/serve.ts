@@ -270,15 +270,11 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
       ...(o.stateDir === undefined ? {} : { stateDir: resolve(o.stateDir) }),
       ...(o.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
       ...(o.rescanSeconds === undefined ? {} : { rescanIntervalMs: o.rescanSeconds * 1000 }),
+      limits: {
+        ...(o.changeListMaxEntries === undefined ? {} : { changeListMaxEntries: o.changeListMaxEntries }),
+        ...(o.changeListPeriodMs === undefined ? {} : { changeListPeriodMs: o.changeListPeriodMs }),
+      },
     };
-    if (o.changeListMaxEntries !== undefined || o.changeListPeriodMs !== undefined)
-      options = {
-        ...options,
-        limits: {
-          ...(o.changeListMaxEntries === undefined ? {} : { changeListMaxEntries: o.changeListMaxEntries }),
-          ...(o.changeListPeriodMs === undefined ? {} : { changeListPeriodMs: o.changeListPeriodMs }),
-        },
-      };
     if (o.describedBy !== undefined) {
       const describedBy = new URL(o.describedBy, baseUrl).href;
       options = {

@@ -409,12 +409,12 @@ export const DEFAULT_MIN_PACKAGE_CHANGES = 1000;
 export interface ChangeDumpLimits extends DumpLimits {
   /**
    * The last package of a Change List's packages, reused from an earlier generation, is rewritten together
-   * with the changes that arrived since when it holds fewer changes than this (default
-   * {@link DEFAULT_MIN_PACKAGE_CHANGES}; 0 never rewrites). Keeps the number of packages bounded when changes
+   * with the changes that arrived since when it holds fewer changes than this (0 never rewrites; the Source
+   * passes its `dumpMinPackageChanges`, default {@link DEFAULT_MIN_PACKAGE_CHANGES}). Keeps the number of packages bounded when changes
    * trickle in one at a time: with at least this many new changes between generations nothing already
    * published is rewritten; with fewer, a generation rewrites fewer than this many.
    */
-  readonly minPackageChanges?: number;
+  readonly minPackageChanges: number;
 }
 
 /** A Change Dump package with the changes it holds, so that a later generation can reuse it. */
@@ -526,7 +526,7 @@ export async function writeChangeDump(
   const nowClosed = new Map<number, DumpPackage[]>();
   const nowOpen = new Map<number, ChangeDumpPackage[]>();
   const maxFiles = Math.min(limits.maxFiles, ctx.limits.maxEntriesPerDocument);
-  const minChanges = limits.minPackageChanges ?? DEFAULT_MIN_PACKAGE_CHANGES;
+  const minChanges = limits.minPackageChanges;
   let after = 0;
   /** `until` of the last package listed so far (the next one starts there). */
   let prevUntilMs: number | undefined;

@@ -724,19 +724,18 @@ export class Source {
           } else {
             // Packages of earlier generations whose files are all still there (a package of the open list
             // whose files are gone ends the reusable run: it and those after it are written again).
-            const onDisk = (p: DumpPackage): Promise<boolean> =>
-              filesExist([this.layout.path(name, p.file), this.layout.path(name, p.manifestFile)]);
+            const filesOf = (p: DumpPackage): string[] => [
+              this.layout.path(name, p.file),
+              this.layout.path(name, p.manifestFile),
+            ];
             const closed = new Map<number, DumpPackage[]>();
-            for (const [k, v] of Object.entries(state?.closedDumps ?? {})) {
-              let ok = Array.isArray(v);
-              for (const p of ok ? v : []) if (!(await onDisk(p))) ok = false;
-              if (ok) closed.set(Number(k), v);
-            }
+            for (const [k, v] of Object.entries(state?.closedDumps ?? {}))
+              if (Array.isArray(v) && (await filesExist(v.flatMap(filesOf)))) closed.set(Number(k), v);
             const open = new Map<number, ChangeDumpPackage[]>();
             for (const [k, v] of Object.entries(state?.openDumps ?? {})) {
               const usable: ChangeDumpPackage[] = [];
               for (const p of Array.isArray(v) ? v : []) {
-                if (!(await onDisk(p))) break;
+                if (!(await filesExist(filesOf(p)))) break;
                 usable.push(p);
               }
               open.set(Number(k), usable);
