@@ -387,6 +387,9 @@ function sameContent(a: Hashes, b: Hashes): boolean {
  * in batches of `batchSize` (each batch is one store transaction). Memory: the batch, the hashing buffers
  * (`concurrency` × `bufferSize`) and one page of the inventory.
  */
+/** Changes a scan records per batch (per call of its `record`), unless told otherwise. */
+export const SCAN_BATCH_SIZE = 2000;
+
 export async function scanTree(
   ctx: ScanContext,
   record: RecordBatch,
@@ -394,7 +397,7 @@ export async function scanTree(
 ): Promise<ScanStats> {
   const relDir = options.relDir ?? '';
   const log = options.log ?? true;
-  const batchSize = options.batchSize ?? 2000;
+  const batchSize = options.batchSize ?? SCAN_BATCH_SIZE;
   const stats: ScanStats = { files: 0, hashed: 0, bytesHashed: 0, created: 0, updated: 0, deleted: 0, skipped: 0 };
   const prefix = relDir === '' ? '' : `${relDir}/`;
   const inventory = ctx.store.resources(prefix === '' ? {} : { after: prefix });

@@ -16,6 +16,7 @@ import {
   openDirectorySource,
 } from '../../src/source/index.js';
 import { createSourceServer, type SourceServer } from '../../src/source/server.js';
+import { SCAN_BATCH_SIZE } from '../../src/source/scan.js';
 import { fetchRaw, openFdCount } from './server-helpers.js';
 
 const SECRET = 'TOP-SECRET-OUTSIDE-THE-COLLECTION';
@@ -327,8 +328,8 @@ describe('record cache wiring', () => {
   });
 
   it('a scan recording its changes in several batches keeps the records of every batch (not only the last)', async () => {
-    // More changes than one batch of the scan (2,000).
-    const n = 2_100;
+    // More changes than one batch of the scan.
+    const n = SCAN_BATCH_SIZE + 100;
     const name = (i: number) => `f${String(i).padStart(5, '0')}.txt`;
     const fill = async (wdir: string): Promise<void> => {
       for (let i = 0; i < n; i += 100)
