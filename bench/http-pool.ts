@@ -7,7 +7,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { Agent } from 'undici';
-import { HttpClient } from '../src/destination/http.js';
+import { HttpClient } from '../src/http/client.js';
 
 const seconds = Number(process.argv[2] ?? 2);
 const runs = Number(process.argv[3] ?? 3);

@@ -27,7 +27,7 @@ import zlib from 'node:zlib';
 import yauzl from 'yauzl';
 import yazl from 'yazl';
 import { DumpPackage, downloadPackage, fetchPackage } from '../src/destination/dump.js';
-import { HttpClient } from '../src/destination/http.js';
+import { HttpClient } from '../src/http/client.js';
 import { crc32Table } from '../src/io/crc32.js';
 import { ZipReader } from '../src/io/zip-reader.js';
 

@@ -10,7 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { ResourceSyncError } from '../core/errors.js';
 import { EXIT } from './exit.js';
 import { parseWholeNumber, runLiveSource } from './serve.js';
@@ -41,7 +41,6 @@ interface DemoCliOptions {
   readonly port: string;
   readonly host: string;
   readonly state?: string;
-  readonly htmlLinks: boolean;
   readonly json?: boolean;
   readonly log?: boolean;
 }
@@ -54,7 +53,8 @@ export function register(program: Command): void {
     .option('--port <n>', 'port to listen on (0 = any free port)', '8080')
     .option('--host <addr>', 'address to listen on', '127.0.0.1')
     .option('--state <dir>', 'keep the inventory and change log here (default: a temporary directory, removed on exit)')
-    .option('--no-html-links', 'do not inject <link rel="resourcesync"> into the sample HTML pages')
+    // Accepted (and ignored) so that scripts using it still run: HTML pages are served unaltered.
+    .addOption(new Option('--no-html-links').hideHelp())
     .option('--json', 'one JSON object per line on stdout')
     .option('--log', 'print one line per request')
     .addHelpText('after', '\nRuns until Ctrl-C. Exit codes: 0 stopped cleanly, 2 port in use or bad arguments.')
@@ -67,7 +67,6 @@ export function register(program: Command): void {
           port: parseWholeNumber('port', opts.port, 0, 65_535),
           host: opts.host,
           stateDir,
-          htmlLinks: opts.htmlLinks,
           watch: true,
           json: opts.json === true,
           log: opts.log === true,

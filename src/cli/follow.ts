@@ -34,9 +34,9 @@ import { isResourceSyncError, ResourceSyncError } from '../core/errors.js';
 import { Destination, type DestinationOptions } from '../destination/destination.js';
 import { discover, openRemoteDocument } from '../destination/discovery.js';
 import type { SyncSummary } from '../destination/events.js';
-import { HttpClient } from '../destination/http.js';
+import { HttpClient } from '../http/client.js';
 import { downloadAndInstall } from '../destination/install.js';
-import { createPathMapper, type PathMapper } from '../destination/paths.js';
+import { createPathMapper, type PathMapper, resourceFile } from '../destination/paths.js';
 import { DestinationState, type ResourceRecord } from '../destination/state.js';
 import { mergeEvents, type NotificationEvent } from '../notify/events.js';
 import {
@@ -45,7 +45,8 @@ import {
   type NotificationEndpoints,
   noChannelError,
 } from '../notify/follow.js';
-import { backoffDelay, findLink, sleep } from '../notify/http-util.js';
+import { backoffDelay, sleep } from '../http/backoff.js';
+import { findLink } from '../http/link.js';
 import type { ResourceChange } from '../notify/payloads.js';
 import { ChannelClient } from '../notify/websocket-client.js';
 import { WebSubSubscriber } from '../notify/websub-subscriber.js';
@@ -735,7 +736,7 @@ class DirectApplier {
           r.skipped++;
           return;
         }
-        if (this.#options.delete === true) await rm(target, { force: true });
+        if (this.#options.delete === true) await rm(await resourceFile(target), { force: true });
         this.#state.markDeleted(c.uri, c.datetime);
         r.deleted++;
         r.latencies.push(Date.now() - ms);

@@ -159,16 +159,43 @@ export async function runPublish(options: PublishOptions): Promise<number> {
   }
 }
 
-/** Copies changed resources into the output (size + mtime check), removes deleted ones. Returns the count copied. */
+/**
+ * Copies changed resources into the output, removes deleted ones. Returns the count copied.
+ *
+ * A resource is copied when the change log records a creation or update of it since the last copy (exact,
+ * whatever its size and time), or when its copy is missing, has another size, or has an mtime other than the
+ * one this function gave it. That mtime is the resource's lastmod, set through `utimes`, which takes seconds as a
+ * double and keeps them to the microsecond: read back in nanoseconds it is within 1 µs of the lastmod (comparing
+ * the truncated milliseconds re-copied about half the files on every run). A copy edited by hand has a later mtime.
+ *
+ * Memory: the URIs created or updated since the last copy.
+ */
 async function copyResources(source: DirectorySource, out: string): Promise<number> {
   const basePath = decodeURIComponent(source.baseUrl.pathname).replace(/^\/+/, '');
   const lastKey = 'publish:copied-through-seq';
   const last = Number((await source.store.getMeta(lastKey)) ?? '0');
+  const changed = new Set<string>();
+  const snap = await source.store.snapshot();
+  let through: number;
+  try {
+    through = snap.head.seq;
+    for await (const c of snap.changes({ afterSeq: last })) {
+      if (c.change !== 'deleted') changed.add(c.uri);
+      else if ((await source.store.getResource(c.uri)) === undefined) {
+        changed.delete(c.uri);
+        await unlink(join(out, basePath, c.uri)).catch(() => undefined);
+      }
+    }
+  } finally {
+    await snap.close();
+  }
   let copied = 0;
   for await (const r of source.store.resources()) {
     const dest = join(out, basePath, r.uri);
-    const st = await stat(dest).catch(() => undefined);
-    if (st !== undefined && st.size === r.length && Math.trunc(st.mtimeMs) === r.lastmodMs) continue;
+    if (!changed.has(r.uri)) {
+      const st = await stat(dest, { bigint: true }).catch(() => undefined);
+      if (st !== undefined && st.size === BigInt(r.length) && withinMicrosecond(st.mtimeNs, r.lastmodMs)) continue;
+    }
     await mkdir(dirname(dest), { recursive: true });
     const tmp = `${dest}.resourcesync-tmp`;
     await copyFile(join(source.root, r.uri), tmp);
@@ -176,16 +203,14 @@ async function copyResources(source: DirectorySource, out: string): Promise<numb
     await rename(tmp, dest);
     copied++;
   }
-  const snap = await source.store.snapshot();
-  try {
-    for await (const c of snap.changes({ afterSeq: last }))
-      if (c.change === 'deleted' && (await source.store.getResource(c.uri)) === undefined)
-        await unlink(join(out, basePath, c.uri)).catch(() => undefined);
-    await source.store.setMeta(lastKey, String(snap.head.seq));
-  } finally {
-    await snap.close();
-  }
+  await source.store.setMeta(lastKey, String(through));
   return copied;
+}
+
+/** True when an mtime in nanoseconds is the millisecond time `ms` as `utimes` sets it (to the microsecond). */
+function withinMicrosecond(mtimeNs: bigint, ms: number): boolean {
+  const d = mtimeNs - BigInt(Math.round(ms)) * 1_000_000n;
+  return d >= -1_000n && d <= 1_000n;
 }
 
 const HELP = `

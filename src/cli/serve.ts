@@ -8,7 +8,7 @@ import { constants as fsConstants } from 'node:fs';
 import { access, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { ResourceSyncError } from '../core/errors.js';
 import { fileSource, openDocument } from '../xml/index.js';
 import { type DirectorySource, type DirectorySourceOptions, openDirectorySource } from '../source/index.js';
@@ -17,6 +17,7 @@ import { createSourceServer, type RequestLogEntry } from '../source/server.js';
 import { attachSourceNotifications, type SourceNotifications } from '../hub/attach.js';
 import { EXIT } from './exit.js';
 import { parseDuration, positiveInteger } from './options.js';
+import { runOaiSource } from './serve-oai.js';
 
 /** What {@link runLiveSource} needs; the CLI options, parsed and checked. */
 export interface LiveSourceOptions {
@@ -26,7 +27,6 @@ export interface LiveSourceOptions {
   readonly baseUrl?: string;
   readonly stateDir?: string;
   readonly sets?: 'top-level';
-  readonly htmlLinks: boolean;
   readonly watch: boolean;
   readonly rescanSeconds?: number;
   readonly json: boolean;
@@ -82,7 +82,22 @@ interface ServeCliOptions {
   readonly hubUrl?: string;
   readonly changelistMaxEntries?: number;
   readonly changelistPeriod?: number;
+  readonly oaiPmh?: string;
+  readonly metadataPrefix?: string[];
+  readonly set?: string;
+  readonly oaiInterval?: number;
+  readonly oaiOverlap?: number;
+  readonly oaiReconcile?: number;
 }
+
+/**
+ * Why `--html-links` does nothing any more: a `<link>` written into a page changes its bytes, which then no
+ * longer match the length and hash its Resource List, Change List and dumps give (a Destination's fixity check
+ * fails). The same discovery link (§6.3.3) is in the HTTP `Link` header of every resource response.
+ */
+export const HTML_LINKS_IGNORED =
+  '--html-links is ignored: HTML pages are served unaltered (so they match their listed length and hash); ' +
+  'every resource response carries Link: <capability list>; rel="resourcesync" (§6.3.3)';
 
 /** Parses a whole number option; RS_CONFIG naming the option otherwise. */
 export function parseWholeNumber(name: string, text: string, min: number, max: number): number {
@@ -139,7 +154,7 @@ async function checkCollectionDir(dir: string): Promise<void> {
 }
 
 /** The state directory must be creatable and writable (a read-only disk is refused up front, naming it). */
-async function checkStateDir(dir: string): Promise<void> {
+export async function checkStateDir(dir: string): Promise<void> {
   try {
     await mkdir(dir, { recursive: true });
     await access(dir, fsConstants.W_OK);
@@ -156,7 +171,9 @@ async function checkStateDir(dir: string): Promise<void> {
 }
 
 /** The Source Description, Capability Lists and Resource Lists (or indexes) the Source currently offers. */
-export async function readAdvertisedUrls(site: DirectorySource): Promise<AdvertisedUrls> {
+export async function readAdvertisedUrls(
+  site: Pick<DirectorySource, 'sourceDescriptionUrl' | 'document'>,
+): Promise<AdvertisedUrls> {
   const sourceDescription = site.sourceDescriptionUrl;
   const capabilityLists: string[] = [];
   const resourceLists: string[] = [];
@@ -169,18 +186,20 @@ export async function readAdvertisedUrls(site: DirectorySource): Promise<Adverti
   return { sourceDescription, capabilityLists, resourceLists };
 }
 
-async function* entriesOf(site: DirectorySource, url: string) {
+async function* entriesOf(site: Pick<DirectorySource, 'document'>, url: string) {
   const file = await site.document(new URL(url).pathname);
   if (file === undefined) return;
   const doc = await openDocument(fileSource(file.path), { url });
   yield* doc.entries;
 }
 
-function formatRequest(e: RequestLogEntry): string {
+/** One line of the request log (`--log`). */
+export function formatRequest(e: RequestLogEntry): string {
   return `${new Date().toISOString()} ${e.method} ${e.target} ${e.status} ${e.bytes} ${e.ms}ms${e.aborted ? ' aborted' : ''}`;
 }
 
-function waitForSignal(): Promise<void> {
+/** Resolves at the first SIGINT or SIGTERM. */
+export function waitForSignal(): Promise<void> {
   return new Promise<void>((done) => {
     const stop = (): void => {
       process.off('SIGINT', stop);
@@ -229,7 +248,6 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
     await rm(gzipDir, { recursive: true, force: true });
   };
   const server = createSourceServer(sitePromise, {
-    htmlLinks: o.htmlLinks,
     ...(o.directoryIndex === undefined ? {} : { directoryIndex: o.directoryIndex }),
     gzipCache,
     ...(o.log
@@ -372,13 +390,14 @@ export function register(program: Command): void {
   program
     .command('serve')
     .description('Serve a directory tree as a live ResourceSync Source (documents, dumps, resources over HTTP).')
-    .argument('<dir>', 'the collection: every file under it is a resource (hidden files are not)')
+    .argument('[dir]', 'the collection: every file under it is a resource (hidden files are not); none with --oai-pmh')
     .option('--base-url <url>', 'public base URL of the resources (default: http://<host>:<port>/)')
     .option('--port <n>', 'port to listen on (0 = any free port)', '8080')
     .option('--host <addr>', 'address to listen on', '127.0.0.1')
     .option('--state <dir>', 'where the inventory and change log are kept (default: next to <dir>)')
     .option('--sets <mode>', 'resource sets: "top-level" gives one Capability List per top-level folder')
-    .option('--html-links', 'inject <link rel="resourcesync"> into the head of HTML resources')
+    // Kept so that scripts using it still run: HTML is served unaltered (see the warning).
+    .addOption(new Option('--html-links').hideHelp())
     .option('--no-watch', 'do not watch the tree (scan on start only)')
     .option('--rescan <seconds>', 'periodic full rescan while watching, as a safety net')
     .option('--json', 'one JSON object per line on stdout (listening + URLs, requests with --log, warnings)')
@@ -397,20 +416,86 @@ export function register(program: Command): void {
       positiveInteger,
     )
     .option('--changelist-period <duration>', 'open a new Change List after this long (e.g. 24h, 7d)', parseDuration)
+    .option('--oai-pmh <base-url>', 'serve an OAI-PMH 2.0 repository instead of a directory (see docs/oai-pmh.md)')
+    .option(
+      '--metadata-prefix <prefix>',
+      'with --oai-pmh: a metadata format to publish, one resource per item and format (repeatable; default oai_dc)',
+      (v: string, prev: string[] | undefined) => [...(prev ?? []), v],
+    )
+    .option('--set <setSpec>', 'with --oai-pmh: harvest this OAI set only')
+    .option(
+      '--oai-interval <duration>',
+      'with --oai-pmh: time between harvests while serving (default 10m)',
+      parseDuration,
+    )
+    .option(
+      '--oai-overlap <duration>',
+      'with --oai-pmh: each harvest starts this long before the last one did (default 5m; see docs/oai-pmh.md)',
+      parseDuration,
+    )
+    .option(
+      '--oai-reconcile <duration>',
+      'with --oai-pmh: full ListIdentifiers reconcile this often, "off" for never (default 24h, 7d for providers that keep deletions)',
+      (v: string) => (v === 'off' ? 0 : parseDuration(v)),
+    )
     .addHelpText(
       'after',
       '\nScans the tree against the stored inventory on start, then watches it; runs until SIGINT or SIGTERM.\n' +
-        'Exit codes: 0 stopped cleanly, 2 bad arguments, missing directory, unusable state directory or port in use.',
+        'Exit codes: 0 stopped cleanly, 2 bad arguments, missing directory, unusable state directory or port in use.\n' +
+        '\nWith --oai-pmh <base-url> (no <dir>): harvests the repository (first a full harvest, during which the server\n' +
+        'answers 503), serves what it harvested, and harvests again every --oai-interval; state in --state (default\n' +
+        `./resourcesync-oai-state). Exit codes then: 1 the first harvest failed (the provider's error is printed),\n` +
+        '2 bad arguments or a format the provider does not offer, 130 stopped during the first harvest (it goes on\n' +
+        'from there at the next start).',
     )
-    .action(async (dir: string, opts: ServeCliOptions) => {
+    .action(async (dir: string | undefined, opts: ServeCliOptions) => {
+      if (opts.oaiPmh !== undefined) {
+        if (dir !== undefined)
+          throw new ResourceSyncError('RS_CONFIG', 'serve takes a directory or --oai-pmh <base-url>, not both');
+        await runOaiSource({
+          provider: opts.oaiPmh,
+          metadataPrefixes: opts.metadataPrefix ?? ['oai_dc'],
+          port: parseWholeNumber('port', opts.port, 0, 65_535),
+          host: opts.host,
+          json: opts.json === true,
+          log: opts.log === true,
+          notify: opts.notify,
+          hub: opts.hub === true,
+          progress: process.stderr.isTTY === true && opts.json !== true,
+          ...(opts.hubUrl === undefined ? {} : { hubUrl: checkHubUrl(opts.hubUrl) }),
+          ...(opts.baseUrl === undefined ? {} : { baseUrl: opts.baseUrl }),
+          ...(opts.state === undefined ? {} : { stateDir: opts.state }),
+          ...(opts.set === undefined ? {} : { set: opts.set }),
+          ...(opts.oaiInterval === undefined ? {} : { intervalMs: opts.oaiInterval }),
+          ...(opts.oaiOverlap === undefined ? {} : { overlapMs: opts.oaiOverlap }),
+          ...(opts.oaiReconcile === undefined ? {} : { reconcileEveryMs: opts.oaiReconcile }),
+          ...(opts.changelistMaxEntries === undefined ? {} : { changeListMaxEntries: opts.changelistMaxEntries }),
+          ...(opts.changelistPeriod === undefined ? {} : { changeListPeriodMs: opts.changelistPeriod }),
+        });
+        return;
+      }
+      if (dir === undefined)
+        throw new ResourceSyncError('RS_CONFIG', 'serve needs a directory (or --oai-pmh <base-url>)');
+      const oaiOnly = (['metadataPrefix', 'set', 'oaiInterval', 'oaiOverlap', 'oaiReconcile'] as const).find(
+        (k) => opts[k] !== undefined,
+      );
+      if (oaiOnly !== undefined)
+        throw new ResourceSyncError(
+          'RS_CONFIG',
+          `--${oaiOnly.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} goes with --oai-pmh`,
+        );
       if (opts.sets !== undefined && opts.sets !== 'top-level') {
         throw new ResourceSyncError('RS_CONFIG', `--sets must be "top-level", not "${opts.sets}"`);
+      }
+      if (opts.htmlLinks === true) {
+        if (opts.json === true)
+          process.stdout.write(`${JSON.stringify({ event: 'warning', message: HTML_LINKS_IGNORED })}\n`);
+        else process.stderr.write(`resourcesync: warning: ${HTML_LINKS_IGNORED}\n`);
       }
       await runLiveSource({
         dir,
         port: parseWholeNumber('port', opts.port, 0, 65_535),
         host: opts.host,
-        htmlLinks: opts.htmlLinks === true,
         watch: opts.watch,
         json: opts.json === true,
         log: opts.log === true,

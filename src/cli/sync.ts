@@ -11,7 +11,7 @@ import { type ErrorCode, ResourceSyncError } from '../core/errors.js';
 import type { Durability } from '../destination/context.js';
 import { Destination, type DestinationOptions } from '../destination/destination.js';
 import { type SyncEvent, type SyncSummary, hasChanges } from '../destination/events.js';
-import type { HttpClientOptions } from '../destination/http.js';
+import type { HttpClientOptions } from '../http/client.js';
 import { EXIT } from './exit.js';
 import { type CommandOutput, processOutput } from './validate.js';
 
@@ -237,6 +237,10 @@ export function register(program: Command): void {
     .option('--dry-run', 'report what would be done; write nothing')
     .option('--delete', 'remove local copies of resources the Source deleted (default: keep, record)')
     .option('--set <name>', 'the Capability List to use when the Source has several')
+    .option(
+      '--allow-other-source',
+      'sync into a copy that belongs to another Source (each Source and set keeps its own watermark)',
+    )
     .option('--from <datetime>', 'start the incremental run at this W3C Datetime instead of the watermark', datetime)
     .option('--json', 'print the summary as JSON')
     .option('--checksum', 'audit: recompute hashes from the files on disk')
@@ -329,6 +333,7 @@ export function register(program: Command): void {
         allowHosts: o['allowHost'] as string[],
       };
       if (typeof o['set'] === 'string') destination.set = o['set'];
+      if (o['allowOtherSource'] === true) destination.allowOtherSource = true;
       if (typeof o['from'] === 'string') destination.from = o['from'];
       if (concurrency !== undefined) destination.concurrency = concurrency;
       if (layout !== undefined) destination.layout = layout;

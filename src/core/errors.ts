@@ -43,7 +43,9 @@ export type ErrorCode =
   /** A resource outside the authority of the Source (Sitemap protocol "location" rule). */
   | 'RS_AUTHORITY'
   /** A notification payload or signature that was refused. */
-  | 'RS_NOTIFICATION';
+  | 'RS_NOTIFICATION'
+  /** An OAI-PMH provider answered with an error or with a response that breaks the protocol. */
+  | 'RS_OAI_PMH';
 
 /** Where an error happened: any of a URL or file, a line and column, an element, an entry number. */
 export interface ErrorLocation {

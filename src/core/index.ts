@@ -11,3 +11,4 @@ export * from './hash.js';
 export * from './rules.js';
 export * from './validate.js';
 export { type ChildLink, checkLinkedDocument, childLinks, type LinkContext, sameUrl } from './validate-links.js';
+export { encodePathSegment, isPathChar, percentEncodeCodePoint } from './uri-path.js';

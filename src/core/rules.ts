@@ -8,7 +8,7 @@
  *
  * Sections: "§" is ANSI/NISO Z39.99-2017 (ResourceSync 1.1); "App. A" its Appendix A (Table 4);
  * "N-§" the ResourceSync Notification draft 0.8; "Sitemap" the Sitemap protocol 0.9 (sitemaps.org) that §7
- * builds on.
+ * builds on; "RFC 3986" the URI syntax §7 requires of `<loc>` and `href`.
  *
  * @module
  */
@@ -191,6 +191,12 @@ export const RULES = [
     '§7, Sitemap',
     'a URI (loc or href) with whitespace or characters that must be escaped',
   ),
+  rule(
+    'uri-percent-invalid',
+    'error',
+    '§7, RFC 3986 §2.1',
+    'a URI (loc or href) with a "%" not followed by two hexadecimal digits (a malformed percent-encoding)',
+  ),
   rule('loc-too-long', 'error', 'Sitemap', '<loc> of 2,048 characters or more'),
   rule(
     'loc-duplicate',
@@ -367,8 +373,8 @@ export function formatRulesMarkdown(): string {
     'Every rule `resourcesync validate` (and `validateDocument` / `validateStream`) checks. Severity: **error** where',
     'the standard says *must* / *mandatory*, **warning** where it says *should* / *recommended* or "not used".',
     'Sections: § = ANSI/NISO Z39.99-2017 (ResourceSync 1.1), App. A = its Appendix A (Table 4), N-§ = ResourceSync',
-    'Notification draft 0.8, Sitemap = the Sitemap protocol 0.9. Generated from `src/core/rules.ts`',
-    '(`resourcesync validate --list-rules` prints the same table).',
+    'Notification draft 0.8, Sitemap = the Sitemap protocol 0.9, RFC 3986 = the URI syntax. Generated from',
+    '`src/core/rules.ts` (`resourcesync validate --list-rules` prints the same table).',
     '',
     '| code | severity | section | rule |',
     '|---|---|---|---|',

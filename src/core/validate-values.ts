@@ -22,6 +22,17 @@ export function hasInvalidUriChars(uri: string): boolean {
   return BAD_URI_CHARS.test(uri);
 }
 
+// A "%" not followed by two hexadecimal digits (RFC 3986 §2.1: "%" only introduces a percent-encoded octet).
+const BAD_PERCENT = /%(?![0-9A-Fa-f]{2})/;
+
+/**
+ * True when `uri` has a malformed percent-encoding: a `%` not followed by two hexadecimal digits (`50%off`,
+ * a trailing `a%2`), which RFC 3986 §2.1 does not allow (a literal `%` is written `%25`).
+ */
+export function hasMalformedPercent(uri: string): boolean {
+  return uri.includes('%') && BAD_PERCENT.test(uri);
+}
+
 // Both checks above at once, for the common case (an absolute URI without characters to escape).
 const PLAIN_ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:[^\u0000-\u0020\u007f<>"{}|\\^`]+$/;
 

@@ -50,6 +50,7 @@ import { RULES_BY_CODE, type RuleCode, type Severity } from './rules.js';
 import {
   checkHashAttribute,
   hasInvalidUriChars,
+  hasMalformedPercent,
   isAbsoluteUri,
   isKnownRelation,
   isMediaType,
@@ -679,6 +680,12 @@ class Validator implements DocumentValidator {
             place(base, 'loc'),
           );
       }
+      if (hasMalformedPercent(e.loc))
+        this.add(
+          'uri-percent-invalid',
+          `<loc> ${quote(e.loc)} has a "%" not followed by two hexadecimal digits (write a literal "%" as %25)`,
+          place(base, 'loc'),
+        );
       if (e.loc.length >= MAX_LOC_CHARS)
         this.add(
           'loc-too-long',
@@ -1091,6 +1098,12 @@ class Validator implements DocumentValidator {
         this.add(
           'uri-invalid-chars',
           `href ${quote(link.href)} has characters that must be escaped`,
+          place(base, 'rs:ln', 'href'),
+        );
+      if (hasMalformedPercent(link.href))
+        this.add(
+          'uri-percent-invalid',
+          `href ${quote(link.href)} has a "%" not followed by two hexadecimal digits (write a literal "%" as %25)`,
           place(base, 'rs:ln', 'href'),
         );
     }

@@ -1,8 +1,10 @@
 /**
  * Audit (§5.2): compare the local copy with the Source's current state, which is its Resource List plus the
  * changes its Change Lists record since the list's `at`. Each resource is missing, extra, changed or the same;
- * content is compared by hash when both sides know one (recomputed from disk with `checksum`), else by length
- * and lastmod. Nothing is written.
+ * content is compared with what the list (or a later change) gives, and only that ({@link agreesWithList}):
+ * the length with the file's size, then the hash (recomputed from disk with `checksum`, else the recorded one)
+ * or, without a hash, the lastmod. An entry giving only a length agrees when the size does; one giving nothing
+ * is checked for presence. Nothing is written.
  *
  * @module
  */
@@ -20,8 +22,8 @@ import {
   type ExpectedContent,
   type PlannedChange,
   expectedOf,
+  agreesWithList,
   hashesMatchExpected,
-  isUpToDate,
   selectIntervals,
 } from './plan.js';
 
@@ -63,7 +65,11 @@ export async function runAudit(ctx: SyncContext, sources: AuditSources): Promise
       if (isInstallTempName(name)) return;
       const uri = ctx.mapper.toUri(file);
       if (uri !== undefined && seen.has(uri)) return;
-      note('extra', uri ?? file);
+      // A file of another set of this copy, or one the state knows under a URI the name does not spell (a
+      // name cut to the file system's limit, a URI read in its valid spelling: docs/file-names.md).
+      const owner = ctx.state.fileOwner(ctx.relativePath(file));
+      if (owner !== undefined && (owner.otherSet || seen.has(owner.uri))) return;
+      note('extra', owner?.uri ?? uri ?? file);
     });
   } finally {
     seen.close();
@@ -120,17 +126,19 @@ async function compareOne(
     return;
   }
   let expected: ExpectedContent = entry === undefined ? {} : expectedOf(entry);
-  let changedAfterList = false;
   if (change !== undefined) {
     const fromChange = expectedOf(change.entry);
     if (fromChange.hashes !== undefined || fromChange.length !== undefined) expected = fromChange;
-    else changedAfterList = true;
-  }
-  if (changedAfterList) {
-    // The change gives no content description: the local copy is current if it recorded that change.
-    const recMs = rec?.sourceDatetime === undefined ? undefined : parseDatetime(rec.sourceDatetime)?.ms;
-    note(recMs !== undefined && change !== undefined && recMs >= change.datetimeMs ? 'same' : 'changed', uri);
-    return;
+    else {
+      // The change gives no length or hash: the copy is current if it recorded that change; an undated change
+      // has no time to compare, so only a lastmod it gives and the record shares can tell.
+      const recMs = rec?.sourceDatetime === undefined ? undefined : parseDatetime(rec.sourceDatetime)?.ms;
+      const recorded = change.dated
+        ? recMs !== undefined && recMs >= change.datetimeMs
+        : rec !== undefined && fromChange.lastmod !== undefined && agreesWithList(rec, fromChange, size);
+      note(recorded ? 'same' : 'changed', uri);
+      return;
+    }
   }
   if (ctx.options.checksum && expected.hashes !== undefined) {
     try {
@@ -141,11 +149,8 @@ async function compareOne(
     }
     return;
   }
-  if (ctx.options.checksum && expected.length !== undefined && size !== expected.length) {
-    note('changed', uri);
-    return;
-  }
-  note(isUpToDate(rec, expected, size) ? 'same' : 'changed', uri);
+  // What the list (or the change since) gives: length, then hash or lastmod (see agreesWithList).
+  note(agreesWithList(rec, expected, size) ? 'same' : 'changed', uri);
 }
 
 /** Changes recorded since `at`, coalesced per resource (empty when there are no Change Lists or no `at`). */

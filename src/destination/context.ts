@@ -4,9 +4,9 @@
  *
  * @module
  */
-import { existsSync, renameSync, rmSync, stat } from 'node:fs';
+import { existsSync, rmSync, stat } from 'node:fs';
 import { open, rm } from 'node:fs/promises';
-import { dirname, relative, sep } from 'node:path';
+import { dirname, join, relative, sep } from 'node:path';
 import { type ErrorCode, ResourceSyncError, isResourceSyncError } from '../core/errors.js';
 import type { Hashes } from '../core/hash.js';
 import { syncDir } from '../io/atomic.js';
@@ -23,7 +23,7 @@ import {
   type SyncFailure,
   emptyCounts,
 } from './events.js';
-import type { HttpClient } from './http.js';
+import type { HttpClient } from '../http/client.js';
 import { downloadAndInstall, installFromStream, verify } from './install.js';
 import type { PathMapper } from './paths.js';
 import { type ExpectedContent, algorithmsFor } from './plan.js';
@@ -31,7 +31,7 @@ import { SMALL_RESOURCE_BYTES, downloadSmall, smallTempPath, stageSmallFile, wri
 import type { SparePool } from './spares.js';
 import type { DestinationState, ResourceRecord } from './state.js';
 import { createMultiHasher } from '../io/hashing.js';
-import { ensureParentDirectory } from './paths.js';
+import { SELF_NAME, ensureParentDirectory, placeFileSync, resourceFile } from './paths.js';
 import type { DumpPackage } from './dump.js';
 
 /** The part of {@link DestinationState} the operations use. */
@@ -52,6 +52,7 @@ export type StateLike = Pick<
   | 'journal'
   | 'getMeta'
   | 'setMeta'
+  | 'fileOwner'
 >;
 
 /** A read-only view for dry runs: reads go to the real state when there is one, writes are dropped. */
@@ -72,6 +73,7 @@ export function dryState(real: StateLike | undefined): StateLike {
     journal: () => real?.journal(),
     getMeta: (key) => real?.getMeta(key),
     setMeta: () => undefined,
+    fileOwner: (path) => real?.fileOwner(path),
   };
 }
 
@@ -288,7 +290,7 @@ export class Recorder {
     for (const [target, group] of inline) {
       for (const { tmp } of group) {
         try {
-          renameSync(tmp, target);
+          placeFileSync(tmp, target);
         } catch (e) {
           rmSync(tmp, { force: true });
           fail(target, e);
@@ -593,7 +595,7 @@ export class SyncContext {
 
   /** Removes a local file (for `--delete`); missing files are fine. */
   async removeFile(target: string): Promise<void> {
-    await rm(target, { force: true });
+    await rm(await resourceFile(target), { force: true });
     if (this.options.durability !== 'none') await syncDir(dirname(target));
   }
 
@@ -608,12 +610,18 @@ export class SyncContext {
 export function regularFileSize(path: string): Promise<number | undefined> {
   // On the thread pool: a synchronous stat would block the event loop while the kernel holds the directory's
   // lock for concurrent creations and renames in it (measured: hundreds of µs per call under load).
-  return new Promise((resolve) => stat(path, (e, s) => resolve(e === null && s.isFile() ? s.size : undefined)));
+  // A directory: resources below it exist, and the file is `<path>/%%self` (see paths.ts).
+  return new Promise((resolve) =>
+    stat(path, (e, s) => {
+      if (e === null && s.isDirectory()) void regularFileSize(join(path, SELF_NAME)).then(resolve);
+      else resolve(e === null && s.isFile() ? s.size : undefined);
+    }),
+  );
 }
 
 /** Hashes a local file to compare it with `expected` (md5 + sha-256, sha-1 when expected has it). */
 export async function hashLocal(path: string, expected: ExpectedContent): Promise<{ length: number; hashes: Hashes }> {
-  return hashFile(path, algorithmsFor(expected), { bufferSize: 64 * 1024 });
+  return hashFile(await resourceFile(path), algorithmsFor(expected), { bufferSize: 64 * 1024 });
 }
 
 /** A failure record from any thrown value. */

@@ -14,10 +14,17 @@ import { type BaselineSources, runBaseline } from './baseline.js';
 import { type ContextOptions, type Durability, type StateLike, SyncContext, dryState } from './context.js';
 import { type DiscoveryResult, discover } from './discovery.js';
 import type { AuditCounts, Operation, SyncEvent, SyncSummary } from './events.js';
-import { HttpClient, type HttpClientOptions } from './http.js';
+import { HttpClient, type HttpClientOptions } from '../http/client.js';
 import { type IncrementalSources, parseFromOption, runIncremental } from './incremental.js';
-import { STATE_DIR_NAME, createPathMapper } from './paths.js';
-import { DestinationState, STATE_DB_NAME } from './state.js';
+import {
+  NAME_MAPPING_VERSION,
+  STATE_DIR_NAME,
+  createPathMapper,
+  defaultNameOptions,
+  repairDisplacements,
+} from './paths.js';
+import { needsRename, renameCopyFiles } from './rename-files.js';
+import { DestinationState, STATE_DB_NAME, type SetKey } from './state.js';
 import { SPARE_DIR_NAME, SparePool } from './spares.js';
 import { sweepTempFiles } from './sweep.js';
 import { type CopyLock, lockCopy } from './lock.js';
@@ -50,6 +57,12 @@ export interface DestinationOptions {
   readonly authorityCheck?: boolean;
   /** Local layout: `host-path` (default) or `path`. */
   readonly layout?: 'host-path' | 'path';
+  /**
+   * Synchronize another Source into a copy that belongs to one (see {@link DestinationState.copySource}): each
+   * Source and set keeps its own watermark and baseline. Without it, a Source other than the copy's is refused
+   * (`RS_CONFIG`): usually the wrong directory or URL.
+   */
+  readonly allowOtherSource?: boolean;
   /** Options of the HTTP client created for the run (ignored when `client` is given). */
   readonly http?: HttpClientOptions;
   /** A client to use (not closed by the Destination). */
@@ -121,10 +134,14 @@ export class Destination {
 
   /** Finds the Source's documents (discovery, §8). */
   async discover(client: HttpClient): Promise<SourceDocuments> {
+    return documentsOf(await this.discoverSource(client));
+  }
+
+  private discoverSource(client: HttpClient): Promise<DiscoveryResult> {
     const init: { set?: string; signal?: AbortSignal } = {};
     if (this.options.set !== undefined) init.set = this.options.set;
     if (this.options.signal !== undefined) init.signal = this.options.signal;
-    return documentsOf(await discover(this.options.url, client, init));
+    return discover(this.options.url, client, init);
   }
 
   private emit(e: SyncEvent): void {
@@ -157,12 +174,19 @@ export class Destination {
     const state: StateLike = dryRun || real === undefined ? dryState(real) : real;
     const client = o.client ?? new HttpClient(o.http ?? {});
     try {
+      // Files a crash left half-way to `<dir>/%%self` (resources below them arrived) reach it first.
+      if (!readOnly) await repairDisplacements(this.dir);
       const journal = state.journal();
       if (journal !== undefined && !readOnly) {
         // The last run was interrupted: it may have left temporary files of unfinished installs.
         this.emit({ type: 'resume', op: journal.op, started: journal.started });
         await sweepTempFiles(this.dir);
       }
+      // The Source and set decide the watermark: discovery first.
+      const discovered = await this.discoverSource(client);
+      const docs = documentsOf(discovered);
+      const key = setKeyOf(discovered);
+      if (real !== undefined) selectSourceSet(real, key, o, this.dir);
       const watermark = state.getWatermark();
       let op: Operation;
       if (mode !== 'auto') op = mode;
@@ -190,31 +214,52 @@ export class Destination {
       if (o.smallFastPath !== undefined) ctxOptions.smallFastPath = o.smallFastPath;
       if (journal !== undefined) ctxOptions.resumed = true;
       if (o.signal !== undefined) ctxOptions.signal = o.signal;
+      // File names follow the options the copy was made with (a copy moved to another system keeps its names).
+      const recorded = real?.nameOptions();
+      const names =
+        recorded === undefined
+          ? defaultNameOptions()
+          : { foldCase: recorded.foldCase, windowsNames: recorded.windowsNames };
       const mapperOptions: Parameters<typeof createPathMapper>[0] = {
         root: this.dir,
         sourceUrl: o.url,
+        ...names,
         ...(o.layout === undefined ? {} : { layout: o.layout }),
         ...(o.allowHosts === undefined ? {} : { allowHosts: o.allowHosts }),
         ...(o.authorityCheck === undefined ? {} : { authorityCheck: o.authorityCheck }),
       };
       const mapper = createPathMapper(mapperOptions);
-      const makeCtx = (operation: Operation): SyncContext =>
-        new SyncContext(operation, client, mapper, state, ctxOptions, (e) => this.emit(e));
-      if (watermark !== undefined && watermark.sourceUrl !== o.url && op !== 'baseline')
+      if (real !== undefined && !readOnly) {
+        if (needsRename(real)) {
+          // A copy made by an older version: its files take the names of this one first.
+          const r = await renameCopyFiles(real, mapper, this.dir, {
+            warn: (message) => this.emit({ type: 'warning', code: 'RS_IO', message }),
+          });
+          if (r.renamed > 0 || r.failed > 0)
+            this.emit({
+              type: 'warning',
+              code: 'RS_CONFIG',
+              message: `${r.renamed} file${r.renamed === 1 ? '' : 's'} renamed to this version's names (docs/file-names.md)${r.failed > 0 ? `, ${r.failed} could not be` : ''}`,
+            });
+        }
+        if (recorded === undefined || recorded.version !== NAME_MAPPING_VERSION)
+          real.setNameOptions({ version: NAME_MAPPING_VERSION, ...names });
+      } else if (real !== undefined && needsRename(real))
         this.emit({
           type: 'warning',
           code: 'RS_CONFIG',
-          message: `this copy's watermark was recorded for ${watermark.sourceUrl}, not ${o.url}`,
+          message:
+            'this copy was made by an older version whose file names differ: run sync once (without --dry-run or --audit) to rename them',
         });
+      const makeCtx = (operation: Operation): SyncContext =>
+        new SyncContext(operation, client, mapper, state, ctxOptions, (e) => this.emit(e));
 
-      // Started before discovery, whose round trips hide their start-up (a Node worker thread is online ~22-23 ms
-      // after it is created here; the first run of a CLI process paid that, and the sync co-process's fork, on its
-      // first files): the file writer thread replaces files in incremental runs, the co-process flushes `batch` runs.
+      // Started before the operation (a Node worker thread is online ~22-23 ms after it is created here): the file
+      // writer thread replaces files in incremental runs, the sync co-process flushes `batch` runs.
       if (!readOnly) {
         if (op === 'incremental') sharedFileWriter().warm();
         if (ctxOptions.durability === 'batch') prepareSyncFileSystem();
       }
-      const docs = await this.discover(client);
       let ctx = makeCtx(op);
       this.emit({ type: 'start', operation: op, source: o.url, dryRun });
       let via: string[] = [];
@@ -287,6 +332,51 @@ export class Destination {
       lock?.release();
     }
   }
+}
+
+/**
+ * The Source and set a discovery result names: the Source Description (else the Capability List, else the
+ * document given) and the Capability List (else the document given).
+ */
+export function setKeyOf(d: DiscoveryResult): SetKey {
+  const set = d.set?.url ?? d.direct?.url ?? d.sets[0]?.url ?? '';
+  return { source: d.sourceDescription ?? set, set };
+}
+
+function originOf(url: string | undefined): string | undefined {
+  if (url === undefined) return undefined;
+  try {
+    return new URL(url).origin;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Selects the watermark of `key` in the state, refusing a Source other than the copy's unless
+ * `allowOtherSource`. A copy made by version 1 of the state (one watermark, Source not recorded) is taken to
+ * be the same Source when it was synchronized from the same origin.
+ * @throws ResourceSyncError `RS_CONFIG` naming the copy's Source and the flag that overrides.
+ */
+function selectSourceSet(state: DestinationState, key: SetKey, o: DestinationOptions, dir: string): void {
+  const owner = state.copySource();
+  const legacy = state.legacySet();
+  const legacyUrl = legacy?.watermark?.sourceUrl;
+  const legacySame =
+    legacy !== undefined &&
+    owner === undefined &&
+    (legacyUrl === undefined ||
+      legacyUrl === '' ||
+      originOf(legacyUrl) === originOf(key.source) ||
+      originOf(legacyUrl) === originOf(o.url));
+  const other = owner !== undefined ? owner !== key.source : legacy !== undefined && !legacySame;
+  if (other && o.allowOtherSource !== true)
+    throw new ResourceSyncError(
+      'RS_CONFIG',
+      `${dir} is a copy of ${owner ?? legacyUrl ?? 'another Source'}, not of ${key.source}: sync into another directory, or give --allow-other-source to keep both Sources in this copy (each with its own watermark)`,
+      { url: o.url },
+    );
+  state.selectSet(key, { adoptLegacy: legacySame });
 }
 
 /** The capability documents of a discovery result. */

@@ -15,7 +15,8 @@ import { REL_RESOURCESYNC, WELL_KNOWN_PATH } from '../core/constants.js';
 import { isResourceSyncError, ResourceSyncError } from '../core/errors.js';
 import type { DocumentHeader, DocumentKind, Entry } from '../core/model.js';
 import { type DocumentStream, openDocument, type ReadOptions } from '../xml/index.js';
-import { type HttpClient, type HttpResponse, httpStatusOf } from './http.js';
+import { type HttpClient, type HttpResponse, httpStatusOf } from '../http/client.js';
+import { parseLinkHeader } from '../http/link.js';
 
 /** A Capability List: the capabilities of one set of resources. */
 export interface CapabilitySet {
@@ -132,106 +133,6 @@ export function withClosingEntries(doc: DocumentStream, close: () => Promise<voi
   return { header: doc.header, issues: doc.issues, entries };
 }
 
-/** One parsed link of an HTTP `Link` header (RFC 8288). */
-export interface WebLink {
-  /** Target, resolved against the base URL when one was given. */
-  readonly href: string;
-  /** Relation types, lower-cased. */
-  readonly rel: readonly string[];
-  /** Other parameters, names lower-cased (first occurrence wins, as RFC 8288 §3 says). */
-  readonly params: Readonly<Record<string, string>>;
-}
-
-/**
- * Parses `Link` header values (RFC 8288 §3): several links per value and several values, quoted-string
- * parameters with escapes, parameters without values, several relation types per `rel`. Malformed links are
- * skipped. Targets are resolved against `base`.
- *
- * @example
- * ```ts
- * parseLinkHeader('<cl.xml>; rel="resourcesync describedby", </x>; rel=up', 'http://e.org/a/');
- * // [{ href: 'http://e.org/a/cl.xml', rel: ['resourcesync', 'describedby'], ... }, { href: 'http://e.org/x', rel: ['up'], ... }]
- * ```
- */
-export function parseLinkHeader(value: string | readonly string[] | undefined, base?: string): WebLink[] {
-  if (value === undefined) return [];
-  const values = typeof value === 'string' ? [value] : value;
-  const out: WebLink[] = [];
-  for (const v of values) {
-    let i = 0;
-    const n = v.length;
-    const skipWs = (): void => {
-      while (i < n && /[\s]/.test(v[i] as string)) i++;
-    };
-    while (i < n) {
-      skipWs();
-      if (v[i] === ',') {
-        i++;
-        continue;
-      }
-      if (v[i] !== '<') {
-        // Not a link: skip to the next comma outside quotes.
-        i = skipToComma(v, i);
-        continue;
-      }
-      const close = v.indexOf('>', i);
-      if (close < 0) break;
-      const target = v.slice(i + 1, close).trim();
-      i = close + 1;
-      const params: Record<string, string> = {};
-      for (;;) {
-        skipWs();
-        if (v[i] !== ';') break;
-        i++;
-        skipWs();
-        const m = matchAt(TOKEN, v, i);
-        if (m === null) {
-          i = skipToComma(v, i);
-          break;
-        }
-        const name = m[0].toLowerCase();
-        i += m[0].length;
-        skipWs();
-        let val = '';
-        if (v[i] === '=') {
-          i++;
-          skipWs();
-          if (v[i] === '"') {
-            i++;
-            while (i < n && v[i] !== '"') {
-              if (v[i] === '\\' && i + 1 < n) i++;
-              val += v[i];
-              i++;
-            }
-            i++;
-          } else {
-            const t = matchAt(BARE_VALUE, v, i);
-            val = t?.[0] ?? '';
-            i += val.length;
-          }
-        }
-        if (!(name in params)) params[name] = val;
-      }
-      let href = target;
-      if (base !== undefined) {
-        try {
-          href = new URL(target, base).href;
-        } catch {
-          continue;
-        }
-      }
-      const rel = (params.rel ?? '')
-        .split(/\s+/)
-        .filter((r) => r !== '')
-        .map((r) => r.toLowerCase());
-      out.push({ href, rel, params });
-    }
-  }
-  return out;
-}
-
-const TOKEN = /[!#$%&'*+\-.^_`|~0-9A-Za-z]+/y;
-const BARE_VALUE = /[^;,\s]*/y;
 const TAG_OPEN = /<(\/?)([A-Za-z][A-Za-z0-9-]*)/y;
 const ATTR_NAME = /[^\s/>=]+/y;
 const ATTR_BARE_VALUE = /[^\s>]*/y;
@@ -240,17 +141,6 @@ const ATTR_BARE_VALUE = /[^\s>]*/y;
 function matchAt(re: RegExp, text: string, at: number): RegExpExecArray | null {
   re.lastIndex = at;
   return re.exec(text);
-}
-
-function skipToComma(v: string, i: number): number {
-  let quoted = false;
-  for (; i < v.length; i++) {
-    const c = v[i];
-    if (c === '"') quoted = !quoted;
-    else if (c === '\\' && quoted) i++;
-    else if (c === ',' && !quoted) return i + 1;
-  }
-  return i;
 }
 
 /**

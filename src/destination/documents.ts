@@ -10,7 +10,7 @@ import type { DocumentHeader, DocumentKind, Entry } from '../core/model.js';
 import type { DocumentStream } from '../xml/index.js';
 import type { SyncContext } from './context.js';
 import { openDocument } from '../xml/index.js';
-import { readBody, retryWhole } from './http.js';
+import { readBody, retryWhole } from '../http/client.js';
 import type { IntervalDocument } from './plan.js';
 
 /** Nesting limit for indexes of indexes (the standard has one level; a little slack for odd Sources). */

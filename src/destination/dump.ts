@@ -12,8 +12,7 @@
  *
  * @module
  */
-import { createWriteStream } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { type HashAlgorithm, DUMP_MANIFEST_NAME, HASH_ALGORITHMS } from '../core/constants.js';
@@ -23,7 +22,7 @@ import { tempPathFor } from '../io/atomic.js';
 import { createMultiHasher } from '../io/hashing.js';
 import { DEFAULT_MAX_ZIP_ENTRIES, ZipReader, type ZipReaderOptions, checkEntryName } from '../io/zip-reader.js';
 import { type DocumentStream, openDocument } from '../xml/index.js';
-import type { HttpClient } from './http.js';
+import type { HttpClient } from '../http/client.js';
 
 /** Default bound on a downloaded package: 8 GiB. */
 export const DEFAULT_MAX_PACKAGE_BYTES = 8 * 1024 ** 3;
@@ -190,14 +189,19 @@ async function receivePackage(
       }
     }
     await mkdir(options.tmpDir, { recursive: true });
-    tmp = tempPathFor(join(options.tmpDir, 'package.zip'));
+    const path = tempPathFor(join(options.tmpDir, 'package.zip'));
     async function* all(): AsyncGenerator<Uint8Array> {
       for (let c = held.shift(); c !== undefined; c = held.shift()) yield c;
       for (let c = await take(); c !== undefined; c = await take()) yield c;
     }
     const pipelineOptions: { signal?: AbortSignal } = {};
     if (signal !== undefined) pipelineOptions.signal = signal;
-    await pipeline(all(), createWriteStream(tmp, { flags: 'wx', mode: 0o600 }), pipelineOptions);
+    // Opened here, not by the stream: a stream's own open can still be pending when the pipeline fails, and
+    // would then create the file after the clean-up below removed it (seen in CI as a left-over .tmp).
+    // The stream closes the handle when the pipeline ends, either way.
+    const file = await open(path, 'wx', 0o600);
+    tmp = path;
+    await pipeline(all(), file.createWriteStream(), pipelineOptions);
     verify();
     return tmp;
   } catch (e) {

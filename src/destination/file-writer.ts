@@ -30,16 +30,24 @@ import {
   unlinkSync,
   writeSync,
 } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { type ResourceLimits, Worker } from 'node:worker_threads';
 import { ResourceSyncError } from '../core/errors.js';
+import { SELF_NAME } from './paths.js';
 
 /** One file operation; each leaves nothing of its own behind when it fails. */
 type Job =
   /** Creates `path` (it must not exist) holding `body`; a partly written file is removed. */
   | { readonly kind: 'create'; readonly path: string; readonly body: Uint8Array }
   /** Creates `tmp` holding `body` and renames it over `target`; `tmp` is removed on failure. */
-  | { readonly kind: 'install'; readonly tmp: string; readonly target: string; readonly body: Uint8Array }
+  | {
+      readonly kind: 'install';
+      readonly tmp: string;
+      readonly target: string;
+      readonly body: Uint8Array;
+      /** Where the file goes when `target` is a directory (resources below it exist: paths.ts SELF_NAME). */
+      readonly self: string;
+    }
   /**
    * Rewrites the spare file `path` (see spares.ts) to hold exactly `body`, in place: its blocks are reused, so
    * none is freed or allocated for a body of the same size. Refused (`ENOTSPARE`) unless `path` is a regular
@@ -62,6 +70,8 @@ type Job =
       readonly keepMax: number;
       readonly xdevTmp: string;
       readonly toDir: string;
+      /** Where the file goes when `to` is a directory (resources below it exist: paths.ts SELF_NAME). */
+      readonly self: string;
     };
 
 type Numbered = Job & { readonly id: number };
@@ -115,7 +125,12 @@ function runJob(job: Job, fs: SyncFs): number | undefined {
   else {
     createFile(job.tmp, job.body, fs);
     try {
-      fs.renameSync(job.tmp, job.target);
+      try {
+        fs.renameSync(job.tmp, job.target);
+      } catch (e) {
+        if (!fs.lstatSync(job.target, { throwIfNoEntry: false })?.isDirectory()) throw e;
+        fs.renameSync(job.tmp, job.self);
+      }
     } catch (e) {
       removeQuietly(job.tmp, fs);
       throw e;
@@ -165,9 +180,22 @@ function refillFile(path: string, body: Uint8Array, fs: SyncFs): void {
 }
 
 function replaceFile(
-  job: { from: string; to: string; keep: string | undefined; keepMax: number; xdevTmp: string; toDir: string },
+  job: {
+    from: string;
+    to: string;
+    keep: string | undefined;
+    keepMax: number;
+    xdevTmp: string;
+    toDir: string;
+    self: string;
+  },
   fs: SyncFs,
 ): number {
+  // Resources below `to` arrived (it is a directory): the file is `<to>/%%self` now.
+  const intoSelf = (): number => replaceFile({ ...job, to: job.self, toDir: job.to, self: '' }, fs);
+  const isDir = (): boolean =>
+    job.self !== '' && fs.lstatSync(job.to, { throwIfNoEntry: false })?.isDirectory() === true;
+  if (isDir()) return intoSelf();
   let kept = -1;
   if (job.keep !== undefined) {
     try {
@@ -186,6 +214,7 @@ function replaceFile(
   } catch (e) {
     // `keep` links the file still at `to`: it must not stay a spare.
     if (kept >= 0) removeQuietly(job.keep as string, fs);
+    if (isDir()) return intoSelf();
     if ((e as { code?: string }).code !== 'EXDEV') {
       removeQuietly(job.from, fs);
       throw e;
@@ -278,7 +307,7 @@ export class FileWriter {
 
   /** Writes `body` to the new file `tmp` and renames it over `target`. @throws ResourceSyncError RS_IO */
   async install(tmp: string, target: string, body: Uint8Array): Promise<void> {
-    await this.#submit({ kind: 'install', tmp, target, body: ownBytes(body) }, target);
+    await this.#submit({ kind: 'install', tmp, target, body: ownBytes(body), self: join(target, SELF_NAME) }, target);
   }
 
   /**
@@ -294,7 +323,17 @@ export class FileWriter {
    * the kept file's size, or -1 when nothing was kept. @throws ResourceSyncError RS_IO
    */
   async replace(from: string, to: string, keep: string | undefined, keepMax: number, xdevTmp: string): Promise<number> {
-    return (await this.#submit({ kind: 'replace', from, to, keep, keepMax, xdevTmp, toDir: dirname(to) }, to)) ?? -1;
+    const job: Job = {
+      kind: 'replace',
+      from,
+      to,
+      keep,
+      keepMax,
+      xdevTmp,
+      toDir: dirname(to),
+      self: join(to, SELF_NAME),
+    };
+    return (await this.#submit(job, to)) ?? -1;
   }
 
   /**

@@ -41,7 +41,7 @@ export {
   readBody,
   type RequestInit,
   retryWhole,
-} from './http.js';
+} from '../http/client.js';
 export {
   type CapabilitySet,
   capabilityListName,
@@ -51,10 +51,9 @@ export {
   findHtmlLinks,
   findRobotsSitemaps,
   openRemoteDocument,
-  parseLinkHeader,
-  type WebLink,
   withClosingEntries,
 } from './discovery.js';
+export { findLink, parseLinkHeader, type WebLink } from '../http/link.js';
 export {
   createPathMapper,
   decodeSegment,

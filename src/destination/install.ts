@@ -7,8 +7,8 @@
  * @module
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, fsync as fsyncCallback, openSync, renameSync, writeSync } from 'node:fs';
-import { mkdir, open, rename, unlink } from 'node:fs/promises';
+import { closeSync, fsync as fsyncCallback, openSync, writeSync } from 'node:fs';
+import { mkdir, open, unlink } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { basename, dirname, join } from 'node:path';
 import type { HashAlgorithm } from '../core/constants.js';
@@ -17,8 +17,8 @@ import type { Hashes } from '../core/hash.js';
 import type { Entry } from '../core/model.js';
 import { createMultiHasher } from '../io/hashing.js';
 import { syncDir } from '../io/atomic.js';
-import { type HttpClient, isRetriable, retryWhole } from './http.js';
-import { ensureParentDirectory, forgetVerifiedDirectories } from './paths.js';
+import { type HttpClient, isRetriable, retryWhole } from '../http/client.js';
+import { ensureParentDirectory, forgetVerifiedDirectories, placeFile, placeFileSync, tempStem } from './paths.js';
 
 /** What the Source declares about a resource: checked after the download. */
 export interface Expected {
@@ -70,7 +70,7 @@ const dirtyDirs = new Set<string>();
 
 /** The temporary path used for `target`: `.<name>.<random>.tmp` in the same directory. */
 export function installTempPath(target: string): string {
-  return join(dirname(target), `.${basename(target).slice(0, 200)}.${randomBytes(6).toString('hex')}.tmp`);
+  return join(dirname(target), `.${tempStem(basename(target))}.${randomBytes(6).toString('hex')}.tmp`);
 }
 
 /** True for names of temporary files left by an interrupted install (to clean up or to skip in audits). */
@@ -182,7 +182,7 @@ export async function installFromStream(
         if (fsync) await fsyncAsync(fd);
         closeSync(fd);
         fd = undefined;
-        renameSync(tmp, target);
+        placeFileSync(tmp, target);
       } catch (e) {
         throw ioError(`cannot install ${target}`, e);
       }
@@ -213,7 +213,7 @@ export async function installFromStream(
     await fh.close();
     fh = undefined;
     try {
-      await rename(tmp, target);
+      await placeFile(tmp, target);
     } catch (e) {
       throw ioError(`cannot install ${target}`, e);
     }
@@ -409,7 +409,7 @@ export async function downloadResumable(
     if (options.fsync ?? true) await file.sync();
     await file.close();
     fh = undefined;
-    await rename(tmp, target).catch((e: unknown) => {
+    await placeFile(tmp, target).catch((e: unknown) => {
       throw ioError(`cannot install ${target}`, e);
     });
     dirtyDirs.add(dir);

@@ -1,21 +1,35 @@
 /**
- * Mapping of resource URIs to local paths under a Destination's root, safe and reversible.
+ * Mapping of resource URIs to local paths under a Destination's root, safe and reversible. The full mapping,
+ * with examples, is described in docs/file-names.md.
  *
- * Layouts: `host-path` (default) puts `http://example.org:8080/a/b?x=1` at `<root>/example.org_8080/a/b%3Fx=1`
+ * Layouts: `host-path` (default) puts `http://example.org:8080/a/b?x=1` at `<root>/example.org_8080/a/b%%-3Fx=1`
  * (the port only when not the scheme's default; a `https+` prefix when the scheme differs from the Source's);
- * `path` (one host) at `<root>/a/b%3Fx=1`.
+ * `path` (one host) at `<root>/a/b%%-3Fx=1`.
  *
- * Each local name is the URI's text of that segment with these rules, all reversible:
- * - `%XX` sequences that encode a space or a printable non-ASCII character (UTF-8, upper-case hex, as WHATWG
- *   URL serializes them) are decoded, so names are readable (`caf%C3%A9` -> `café`);
- * - every other character is kept, except `%` `/` `\` `:` `*` `?` `#` `"` `<` `>` `|` and controls, which are
- *   written `%XX` (so a literal `%7E` in a URI is `%257E` on disk, and `?query` becomes `%3Fquery`);
- * - an empty segment (trailing slash) is the file `index`; a real segment `index` is written `%69ndex`;
- *   likewise `.`/`..`, `.resourcesync` (the state directory), Windows device names, names starting with `.`
- *   and ending with `.tmp` (temporary files) and a trailing `.` or space get their first (last) character escaped;
- * - with `foldCase` (case-insensitive file systems), upper-case ASCII letters are escaped (`A` -> `%41`);
- * - a name longer than 255 UTF-8 bytes is cut and suffixed `%%<16 hex of sha-256>`: the one case that
+ * A file name is the decoded text of its URI path segment (`C++`, `#x`, `50% off`, `ü`, `?q`, `%41` are
+ * themselves), whenever the URI writes that segment canonically (RFC 3986: `pchar` characters as they are,
+ * others as upper-case UTF-8 `%XX`, see {@link encodePathSegment}: what a Source of ours writes) and the
+ * character can stand in a file name. Characters no URI may hold as themselves (`[`, `]`, `|`, `^`, a `%` that
+ * starts no escape; WHATWG URL already escapes a space, `<`, non-ASCII...) are read as their escapes, their only
+ * valid spelling. Everything else is written with an escape that no decoded name contains:
+ * - `%%XX`: the URI has the escape `%XX` there and it is not decoded: an encoded `/` (`%2F`), NUL and control
+ *   characters, bytes that are not UTF-8, lower-case hex, and escapes of characters that need none (`%41`,
+ *   `%2B`: a URI that differs from the canonical one must get another name, RFC 3986 §2.2); with
+ *   `windowsNames`, the characters Windows cannot hold;
+ * - `%%-XX`: the URI has the character with ASCII code XX there as itself, and the name cannot: the `?` of a
+ *   query, a `#`, a `/` inside a query; with `foldCase`, upper-case letters; with `windowsNames`, `:` and `*`;
+ * - a literal `%` followed by another `%` is written `%%25`;
+ * - names that would be special: `.` and `..`, the state directory `.resourcesync`, the names temporary files
+ *   take (`.*.tmp`), and with `windowsNames` device names (`con`, `lpt1.txt`) and a trailing `.` or space, get
+ *   their first (last) character escaped as above;
+ * - an empty segment (a path ending in `/`) is the file {@link EMPTY_SEGMENT_NAME} (`%%index`);
+ * - a name longer than 255 UTF-8 bytes is cut and suffixed `%%~<16 hex of sha-256>`: the one case that
  *   {@link PathMapper.toUri} cannot reverse (it returns undefined; the state database keeps the mapping).
+ *
+ * Every name the mapping produces decodes back to its URI, and no URI maps to a name starting with `%%`
+ * followed by a letter past `f`: those are reserved. {@link SELF_NAME} (`%%self`) holds a resource whose own
+ * path must be a directory, because resources below it exist (`/a` when `/a/b` exists: `a/%%self`; see
+ * {@link ensureParentDirectory}).
  *
  * Authority check ({@link PathMapper.isAllowed}): the Sitemap protocol's rule that a Sitemap lists URLs of its
  * own host (sitemaps.org, "Sitemap file location"), compared on scheme-default-aware host and port. Its further
@@ -23,37 +37,70 @@
  * set's directory while the resources do not (Examples 13-14: `/dataset1/resourcelist.xml` lists `/res1`).
  * `allowHosts` adds hosts (`host` or `host:port`); `authorityCheck: false` accepts every host.
  *
- * A file and a directory cannot share a name: `http://h/a` and `http://h/a/b` cannot both be stored; the
- * second install fails with RS_IO. Directories are created by {@link ensureParentDirectory}, which refuses
- * symbolic links on the way (`RS_UNSAFE_PATH`).
- *
  * @module
  */
 import { createHash } from 'node:crypto';
-import { lstat, mkdir, realpath } from 'node:fs/promises';
-import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
+import { lstatSync, renameSync } from 'node:fs';
+import { link, lstat, mkdir, readFile, readdir, realpath, rename, rm, stat, unlink } from 'node:fs/promises';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { syncDir, writeFileAtomic } from '../io/atomic.js';
 import { ResourceSyncError } from '../core/errors.js';
+import { isPathChar, percentEncodeCodePoint } from '../core/uri-path.js';
 
+/**
+ * Version of the mapping of URIs to file names: 1 escaped `%XX` names (before file names were the decoded URI
+ * path), 2 this one. A copy records the version it was made with; older copies are renamed (rename-files.ts).
+ */
+export const NAME_MAPPING_VERSION = 2;
 /** Name of the state directory under a Destination's root; never a mapping target. */
 export const STATE_DIR_NAME = '.resourcesync';
+/** Local name of a resource whose own path is a directory (resources below it exist): `a/%%self` for `/a`. */
+export const SELF_NAME = '%%self';
+/** Local name of an empty path segment (a URI path ending in `/`): `dir/%%index` for `/dir/`. */
+export const EMPTY_SEGMENT_NAME = '%%index';
+/** Prefix of reserved local names used while files are moved (never a mapping target). */
+export const MOVING_PREFIX = '%%moving-';
 /** Longest local name in bytes (most file systems). */
 const MAX_NAME_BYTES = 255;
-const HASH_MARK = '%%';
+const HASH_MARK = '%%~';
 
 /** Maps URIs to local paths and back, and checks the Sitemap authority rule. */
 export interface PathMapper {
-  /** The absolute local path of `uri`, inside the root. @throws RS_UNSAFE_PATH, RS_AUTHORITY. */
+  /**
+   * The absolute local path of `uri`, inside the root: where its file is, unless that path is a directory
+   * (resources below it exist), in which case the file is `<path>/%%self` (see {@link resolveResourceFile}).
+   * @throws RS_UNSAFE_PATH, RS_AUTHORITY.
+   */
   toLocalPath(uri: string): string;
-  /** The URI a local path stands for, or undefined for paths this mapper does not produce. */
+  /**
+   * The URI a local path stands for (`<path>/%%self` stands for the URI of `<path>`), or undefined for paths
+   * this mapper does not produce (`toLocalPath(toUri(p)) === p` whenever it is defined).
+   */
   toUri(localPath: string): string | undefined;
   /** Authority check: true when `uri` is under the Source's host and port (or an allowed host). */
   isAllowed(uri: string): boolean;
   /** The absolute root. */
   readonly root: string;
+  /** The name options in force (record them with the copy: see {@link NameOptions}). */
+  readonly names: Required<NameOptions>;
+}
+
+/** How names are made safe for the local file system: fixed for a copy once made (the state records them). */
+export interface NameOptions {
+  /**
+   * Escape upper-case ASCII letters, for case-insensitive file systems where `A.txt` and `a.txt` collide
+   * (default: true on macOS and Windows, false elsewhere).
+   */
+  readonly foldCase?: boolean;
+  /**
+   * Escape what Windows cannot hold in a name: `\ : * ? " < > |`, device names (`con`, `lpt1.txt`) and a
+   * trailing `.` or space (default: true on Windows, false elsewhere).
+   */
+  readonly windowsNames?: boolean;
 }
 
 /** Options of {@link createPathMapper}. */
-export interface PathMapperOptions {
+export interface PathMapperOptions extends NameOptions {
   /** The Destination's directory. */
   readonly root: string;
   /** The Source's URL (any of its documents): the scheme, host and port the authority check compares with. */
@@ -64,50 +111,53 @@ export interface PathMapperOptions {
   readonly allowHosts?: readonly string[];
   /** false: accept resources of any host (default true). */
   readonly authorityCheck?: boolean;
-  /**
-   * Escape upper-case ASCII letters, for case-insensitive file systems where `A.txt` and `a.txt` collide
-   * (default: true on macOS and Windows, false elsewhere).
-   */
-  readonly foldCase?: boolean;
 }
 
-const LOCAL_ESCAPE = new Set([...'%/\\:*?#"<>|']);
+/** The default {@link NameOptions} of this platform. */
+export function defaultNameOptions(): Required<NameOptions> {
+  return {
+    foldCase: process.platform === 'darwin' || process.platform === 'win32',
+    windowsNames: process.platform === 'win32',
+  };
+}
+
+const WINDOWS_FORBIDDEN = new Set([...'\\:*?"<>|']);
 const WINDOWS_DEVICES = new Set(['con', 'prn', 'aux', 'nul', 'conin$', 'conout$']);
 for (let i = 1; i <= 9; i++) {
   WINDOWS_DEVICES.add(`com${i}`);
   WINDOWS_DEVICES.add(`lpt${i}`);
 }
 
+const HEX_DIGITS = '0123456789ABCDEF';
 function hex2(code: number): string {
-  return `%${code.toString(16).toUpperCase().padStart(2, '0')}`;
+  return `${HEX_DIGITS[code >> 4]}${HEX_DIGITS[code & 15]}`;
 }
 
 function isHex(c: string | undefined): boolean {
   return c !== undefined && /^[0-9A-Fa-f]$/.test(c);
 }
 
-/** A code point we decode from `%XX..` to make names readable: space, or printable non-ASCII. */
-function isDecodable(cp: number): boolean {
-  if (cp === 0x20) return true;
-  if (cp < 0xa0) return false;
-  if (cp >= 0x2000 && cp <= 0x206f) return false; // spaces, zero-width, bidi controls, separators
-  if (cp === 0xfeff || (cp >= 0xfff0 && cp <= 0xffff)) return false;
-  if (cp >= 0xe000 && cp <= 0xf8ff) return false; // private use
-  return true;
+function isUpperHex(c: string | undefined): boolean {
+  return c !== undefined && /^[0-9A-F]$/.test(c);
 }
 
-/** `%XX` upper-case UTF-8 encoding of one code point. */
-function percentEncode(ch: string): string {
-  let out = '';
-  for (const b of Buffer.from(ch, 'utf8')) out += hex2(b);
-  return out;
+/** Characters a file name may hold as themselves (on every platform: no `/`, NUL or other controls). */
+function isNameChar(cp: number, o: Required<NameOptions>): boolean {
+  if (cp < 0x20 || cp === 0x7f || (cp >= 0x80 && cp <= 0x9f) || cp === 0x2f) return false;
+  if (o.windowsNames && cp < 0x80 && WINDOWS_FORBIDDEN.has(String.fromCharCode(cp))) return false;
+  if (o.foldCase && cp >= 0x41 && cp <= 0x5a) return false;
+  return true;
 }
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
-/** Tries to decode one character from `%XX` groups at `i` of `text`; returns it and the length consumed. */
-function decodeAt(text: string, i: number): [string, number] | undefined {
-  if (!isHex(text[i + 1]) || !isHex(text[i + 2])) return undefined;
+/**
+ * The character the escapes at `i` of `text` decode to, when they are its canonical encoding (upper-case hex,
+ * valid UTF-8, a character {@link encodePathSegment} escapes) and it may stand in a file name; with the length
+ * of URI text consumed.
+ */
+function decodeAt(text: string, i: number, o: Required<NameOptions>): [string, number] | undefined {
+  if (!isUpperHex(text[i + 1]) || !isUpperHex(text[i + 2])) return undefined;
   const lead = Number.parseInt(text.slice(i + 1, i + 3), 16);
   const n =
     lead < 0x80
@@ -120,145 +170,202 @@ function decodeAt(text: string, i: number): [string, number] | undefined {
             ? 4
             : 0;
   if (n === 0) return undefined;
-  const bytes: number[] = [lead];
-  for (let k = 1; k < n; k++) {
-    const at = i + 3 * k;
-    if (text[at] !== '%' || !isHex(text[at + 1]) || !isHex(text[at + 2])) return undefined;
-    bytes.push(Number.parseInt(text.slice(at + 1, at + 3), 16));
-  }
-  // Canonical form only (upper-case hex, as WHATWG URL writes it), so that re-encoding gives the same text.
-  for (let k = 0; k < 3 * n; k++) {
-    const c = text.charCodeAt(i + k);
-    if (c >= 0x61 && c <= 0x66) return undefined;
-  }
   let ch: string;
-  if (n === 1) ch = String.fromCharCode(lead);
-  else {
+  if (n === 1) {
+    ch = String.fromCharCode(lead);
+    if (isPathChar(ch)) return undefined; // `%41`, `%2B`: not how the canonical form writes it
+  } else {
+    const bytes: number[] = [lead];
+    for (let k = 1; k < n; k++) {
+      const at = i + 3 * k;
+      if (text[at] !== '%' || !isUpperHex(text[at + 1]) || !isUpperHex(text[at + 2])) return undefined;
+      bytes.push(Number.parseInt(text.slice(at + 1, at + 3), 16));
+    }
     try {
-      ch = UTF8.decode(Uint8Array.from(bytes)); // fatal: refuses overlong and invalid sequences
+      ch = UTF8.decode(Uint8Array.from(bytes)); // fatal: refuses overlong and invalid sequences, surrogates
     } catch {
       return undefined;
     }
   }
-  const cp = ch.codePointAt(0);
-  if (cp === undefined || !isDecodable(cp)) return undefined;
+  if (!isNameChar(ch.codePointAt(0) as number, o)) return undefined;
   return [ch, 3 * n];
 }
 
-/**
- * Encodes the URI text of one segment (ASCII, as WHATWG URL serializes it) as a local file name, as a list
- * of units (a literal character or a `%XX` escape) so that the first and last can be escaped afterwards.
- */
-function encodeUnits(text: string, foldCase: boolean, extra?: ReadonlySet<string>): string[] {
-  const units: string[] = [];
+/** One piece of a local name: what is written on disk, and the URI text it stands for. */
+interface Unit {
+  name: string;
+  uri: string;
+}
+
+/** The escaped form of a unit (`%%XX` for each escape it stands for, `%%-XX` for a character written as is). */
+function escapeUnit(u: Unit): string {
+  if (u.uri.length > 1) return u.uri.replace(/%/g, '%%');
+  return `%%-${hex2(u.uri.charCodeAt(0))}`;
+}
+
+/** Units of a segment's URI text (ASCII, as WHATWG URL serializes it). */
+function toUnits(text: string, o: Required<NameOptions>, extra?: ReadonlySet<string>): Unit[] {
+  const units: Unit[] = [];
   let i = 0;
   while (i < text.length) {
     const c = text[i] as string;
-    if (c === '%') {
-      const decoded = decodeAt(text, i);
+    if (c === '%' && isHex(text[i + 1]) && isHex(text[i + 2])) {
+      const decoded = decodeAt(text, i, o);
       if (decoded !== undefined) {
-        units.push(decoded[0]);
+        units.push({ name: decoded[0], uri: text.slice(i, i + decoded[1]) });
         i += decoded[1];
-        continue;
+      } else {
+        units.push({ name: `%${text.slice(i, i + 3)}`, uri: text.slice(i, i + 3) });
+        i += 3;
       }
+      continue;
     }
-    const code = c.charCodeAt(0);
-    if (
-      code < 0x20 ||
-      code === 0x7f ||
-      LOCAL_ESCAPE.has(c) ||
-      extra?.has(c) === true ||
-      (foldCase && code >= 65 && code <= 90)
-    )
-      units.push(hex2(code));
-    else units.push(c);
+    const cp = c.charCodeAt(0);
+    const unit: Unit = { name: c, uri: c };
+    if (isPathChar(c)) {
+      if (!isNameChar(cp, o) || extra?.has(c) === true) unit.name = escapeUnit(unit);
+    } else if (c === '?' || c === '#' || c === '/') {
+      unit.name = escapeUnit(unit); // the query, the fragment, a `/` in the query
+    } else {
+      // A character no URI may hold as itself (RFC 3986: `[`, `]`, `|`, `^`, `{`, `}`, a `%` that starts no
+      // escape...) is read as its escape, as WHATWG URL does with a space or `<`: its only valid spelling.
+      unit.uri = percentEncodeCodePoint(cp);
+      if (!isNameChar(cp, o)) unit.name = escapeUnit(unit);
+    }
+    units.push(unit);
     i++;
   }
   return units;
 }
 
-function escapeUnit(unit: string): string {
-  return unit.length === 1 && unit.charCodeAt(0) < 0x80 ? hex2(unit.charCodeAt(0)) : unit;
+function encodeNonAscii(c: string): string {
+  const cp = c.codePointAt(0) as number;
+  return percentEncodeCodePoint(cp >= 0xd800 && cp <= 0xdfff ? 0xfffd : cp);
 }
 
-/** Names (lower-cased) whose first character must be escaped: reserved, special or colliding. */
-function isReservedName(lower: string): boolean {
+/** Names (lower-cased) that must not be used as they are: special, reserved, or a temporary file's. */
+function isReservedName(lower: string, o: Required<NameOptions>): boolean {
   if (lower.charCodeAt(0) === 0x2e /* . */)
     return lower === '.' || lower === '..' || lower === STATE_DIR_NAME || lower.endsWith('.tmp');
-  if (lower === 'index') return true;
+  if (!o.windowsNames) return false;
   const dot = lower.indexOf('.');
   const baseLength = dot < 0 ? lower.length : dot;
   return baseLength >= 3 && baseLength <= 7 && WINDOWS_DEVICES.has(dot < 0 ? lower : lower.slice(0, dot));
 }
 
-/** Escapes the first unit of names that would be reserved, special or colliding. */
-function protectName(units: string[]): string {
-  if (units.length === 0) return 'index';
-  const lower = units.join('').toLowerCase();
-  if (isReservedName(lower)) units[0] = escapeUnit(units[0] as string);
-  const last = units.length - 1;
-  if (units[last] === '.' || units[last] === ' ') units[last] = escapeUnit(units[last] as string);
-  return units.join('');
+/**
+ * Escapes the first unit of reserved names, and a trailing `.` or space where Windows drops them; writes a `%`
+ * standing for itself before another `%` as `%%25`.
+ */
+function protect(units: Unit[], o: Required<NameOptions>): string {
+  const first = units[0] as Unit;
+  if (
+    isReservedName(
+      units
+        .map((u) => u.name)
+        .join('')
+        .toLowerCase(),
+      o,
+    ) &&
+    !first.name.startsWith('%')
+  )
+    first.name = escapeUnit(first);
+  const last = units[units.length - 1] as Unit;
+  if (o.windowsNames && (last.name === '.' || last.name === ' ')) last.name = escapeUnit(last);
+  // A `%` standing for itself never precedes another `%` (which would read as an escape).
+  for (let k = 0; k < units.length - 1; k++)
+    if ((units[k] as Unit).name === '%' && (units[k + 1] as Unit).name.startsWith('%'))
+      (units[k] as Unit).name = '%%25';
+  return units.map((u) => u.name).join('');
 }
 
-/** Cuts a name longer than 255 bytes and suffixes a hash of the full text. */
-function boundName(name: string, text: string): string {
+/** Cuts a name longer than 255 bytes (at a unit boundary) and suffixes a hash of the URI text. */
+function boundName(units: readonly Unit[], name: string, text: string): string {
   if (Buffer.byteLength(name, 'utf8') <= MAX_NAME_BYTES) return name;
   const suffix = HASH_MARK + createHash('sha256').update(text).digest('hex').slice(0, 16);
   const budget = MAX_NAME_BYTES - suffix.length;
   let out = '';
   let bytes = 0;
-  // Cut at a unit boundary: never inside a %XX escape or a surrogate pair.
-  for (let i = 0; i < name.length; ) {
-    let unit: string;
-    if (name[i] === '%') unit = name.slice(i, i + 3);
-    else {
-      const cp = name.codePointAt(i) as number;
-      unit = String.fromCodePoint(cp);
-    }
-    const b = Buffer.byteLength(unit, 'utf8');
+  for (const u of units) {
+    const b = Buffer.byteLength(u.name, 'utf8');
     if (bytes + b > budget) break;
-    out += unit;
+    out += u.name;
     bytes += b;
-    i += unit.length;
   }
   return out + suffix;
 }
 
-/** The local name of one segment's URI text. */
-export function encodeSegment(text: string, foldCase = false): string {
-  if (text === '') return 'index';
-  // Fast path: most segments need no escape at all.
-  if (text.length <= MAX_NAME_BYTES && (foldCase ? PLAIN_LOWER : PLAIN).test(text)) {
-    const lower = text.toLowerCase();
-    if (!isReservedName(lower) && !text.endsWith('.')) return text;
-  }
-  return boundName(protectName(encodeUnits(text, foldCase)), text);
-}
+const DEFAULT_NAMES: Required<NameOptions> = { foldCase: false, windowsNames: false };
 
 /** Segment texts that are their own local names (no escape, decode or case question). */
 const PLAIN = /^[A-Za-z0-9\-._~!$&'()+,;=@]+$/;
 const PLAIN_LOWER = /^[a-z0-9\-._~!$&'()+,;=@]+$/;
 
-/** The URI text of one local name, or undefined when the name is not one {@link encodeSegment} produces. */
-export function decodeSegment(name: string): string | undefined {
-  if (name === 'index') return '';
-  if (name.includes(HASH_MARK)) return undefined;
+/**
+ * The local name of one path segment's URI text (ASCII, as WHATWG URL serializes it; the last segment may
+ * carry the query and fragment). See the module documentation.
+ *
+ * @example
+ * ```ts
+ * encodeSegment('C++');        // 'C++'
+ * encodeSegment('%23x');       // '#x'
+ * encodeSegment('50%25%20off'); // '50% off'
+ * encodeSegment('item?id=1');  // 'item%%-3Fid=1'
+ * encodeSegment('C%2B%2B');    // 'C%%2B%%2B' (not the canonical form of `C++`: another name)
+ * ```
+ */
+export function encodeSegment(text: string, options: NameOptions = DEFAULT_NAMES): string {
+  if (text === '') return EMPTY_SEGMENT_NAME;
+  const o = { ...DEFAULT_NAMES, ...options };
+  // Fast path: most segments need no escape at all.
+  if (text.length <= MAX_NAME_BYTES && (o.foldCase ? PLAIN_LOWER : PLAIN).test(text)) {
+    if (!isReservedName(text.toLowerCase(), o) && !(o.windowsNames && text.endsWith('.'))) return text;
+  }
+  return encodeUnits(text, o);
+}
+
+function encodeUnits(text: string, o: Required<NameOptions>, extra?: ReadonlySet<string>): string {
+  // URI text is ASCII (WHATWG URL escapes the rest); anything else is taken as its canonical escapes.
+  const ascii = /^[\x00-\x7f]*$/.test(text) ? text : text.replace(/[^\x00-\x7f]/gu, (c) => encodeNonAscii(c));
+  const units = toUnits(ascii, o, extra);
+  return boundName(units, protect(units, o), text);
+}
+
+/**
+ * The URI text of one local name, or undefined when the name is not one {@link encodeSegment} produces with
+ * these options (a reserved name, a cut name, a file put there by hand).
+ */
+export function decodeSegment(name: string, options: NameOptions = DEFAULT_NAMES): string | undefined {
+  if (name === EMPTY_SEGMENT_NAME) return '';
+  const o = { ...DEFAULT_NAMES, ...options };
+  const text = parseName(name);
+  if (text === undefined || encodeSegment(text, o) !== name) return undefined;
+  return text;
+}
+
+/** The URI text a name's units stand for (without checking that the name is the canonical one). */
+function parseName(name: string): string | undefined {
   let out = '';
   for (let i = 0; i < name.length; ) {
     const c = name[i] as string;
     if (c === '%') {
-      if (!isHex(name[i + 1]) || !isHex(name[i + 2])) return undefined;
-      const code = Number.parseInt(name.slice(i + 1, i + 3), 16);
-      if (code >= 0x80) return undefined;
-      out += String.fromCharCode(code);
-      i += 3;
+      if (name[i + 1] !== '%') {
+        out += '%25';
+        i++;
+      } else if (isHex(name[i + 2]) && isHex(name[i + 3])) {
+        out += `%${name.slice(i + 2, i + 4)}`;
+        i += 4;
+      } else if (name[i + 2] === '-' && isUpperHex(name[i + 3]) && isUpperHex(name[i + 4])) {
+        const code = Number.parseInt(name.slice(i + 3, i + 5), 16);
+        if (code >= 0x80) return undefined;
+        out += String.fromCharCode(code);
+        i += 5;
+      } else return undefined;
       continue;
     }
     const cp = name.codePointAt(i) as number;
     const ch = String.fromCodePoint(cp);
-    if (cp < 0x20 || cp === 0x7f || LOCAL_ESCAPE.has(ch)) return undefined;
-    out += cp === 0x20 || cp >= 0x80 ? percentEncode(ch) : ch;
+    out += isPathChar(ch) ? ch : cp >= 0xd800 && cp <= 0xdfff ? '%EF%BF%BD' : percentEncodeCodePoint(cp);
     i += ch.length;
   }
   return out;
@@ -290,8 +397,10 @@ function effectivePort(u: URL): string {
  * @example
  * ```ts
  * const m = createPathMapper({ root: '/data/mirror', sourceUrl: 'http://example.org/.well-known/resourcesync' });
- * m.toLocalPath('http://example.org/a/b.html?x=1'); // '/data/mirror/example.org/a/b.html%3Fx=1'
- * m.toUri('/data/mirror/example.org/a/');            // undefined (a directory with a trailing separator)
+ * m.toLocalPath('http://example.org/a/C++'); // '/data/mirror/example.org/a/C++'
+ * m.toLocalPath('http://example.org/a/%23x?y=1'); // '/data/mirror/example.org/a/#x%%-3Fy=1'
+ * m.toUri('/data/mirror/example.org/a/#x');       // 'http://example.org/a/%23x'
+ * m.toUri('/data/mirror/example.org/a/%%self');   // 'http://example.org/a'
  * ```
  */
 export function createPathMapper(options: PathMapperOptions): PathMapper {
@@ -299,7 +408,11 @@ export function createPathMapper(options: PathMapperOptions): PathMapper {
   const rootPrefix = root.endsWith(sep) ? root : root + sep;
   const source = parseUri(options.sourceUrl);
   const layout = options.layout ?? 'host-path';
-  const foldCase = options.foldCase ?? (process.platform === 'darwin' || process.platform === 'win32');
+  const defaults = defaultNameOptions();
+  const names: Required<NameOptions> = {
+    foldCase: options.foldCase ?? defaults.foldCase,
+    windowsNames: options.windowsNames ?? defaults.windowsNames,
+  };
   const authorityCheck = options.authorityCheck ?? true;
   const allowed = new Set<string>();
   const allowedHosts = new Set<string>();
@@ -333,7 +446,8 @@ export function createPathMapper(options: PathMapperOptions): PathMapper {
   }
 
   function computeHostDir(u: URL): string {
-    let name = protectName(encodeUnits(u.hostname, false, HOST_EXTRA));
+    // `_` and `+` separate the port and the scheme: escaped inside the host name.
+    let name = encodeUnits(u.hostname, names, HOST_EXTRA);
     if (u.port !== '') name += `_${u.port}`;
     if (u.protocol !== source.protocol) name = `${u.protocol.slice(0, -1)}+${name}`;
     return name;
@@ -355,80 +469,110 @@ export function createPathMapper(options: PathMapperOptions): PathMapper {
       if (!/^\d+$/.test(port)) return undefined;
       rest = rest.slice(0, us);
     }
-    const host = decodeSegment(rest);
+    const host = parseName(rest);
     if (host === undefined || host === '') return undefined;
-    return `${scheme}://${host}${port === '' ? '' : `:${port}`}`;
+    try {
+      return new URL(`${scheme}://${host}${port === '' ? '' : `:${port}`}`).origin;
+    } catch {
+      return undefined;
+    }
   }
 
-  return {
-    root,
-    isAllowed(uri: string): boolean {
-      let u: URL;
-      try {
-        u = parseUri(uri);
-      } catch {
-        return false;
-      }
-      return isAllowedUrl(u);
-    },
-    toLocalPath(uri: string): string {
-      const u = parseUri(uri);
-      if (!isAllowedUrl(u))
-        throw new ResourceSyncError('RS_AUTHORITY', `resource outside the Source's authority ${source.host}`, {
-          url: uri,
-        });
-      if (layout === 'path' && u.origin !== source.origin)
-        throw new ResourceSyncError('RS_AUTHORITY', `the path layout holds one origin (${source.origin})`, {
-          url: uri,
-        });
-      const rest = u.href.slice(u.origin.length);
-      const cut = rest.search(/[?#]/);
-      const pathText = cut < 0 ? rest : rest.slice(0, cut);
-      const tail = cut < 0 ? '' : rest.slice(cut);
-      const segments = pathText.slice(1).split('/');
-      segments[segments.length - 1] += tail;
-      const parts = segments.map((s) => encodeSegment(s, foldCase));
-      if (layout === 'host-path') parts.unshift(hostDir(u));
-      for (const p of parts)
-        if (p === '' || p === '.' || p === '..' || p.includes('/') || p.includes('\\') || p.includes('\0'))
-          throw new ResourceSyncError('RS_UNSAFE_PATH', `unsafe path segment ${JSON.stringify(p)}`, { url: uri });
-      // Every part was checked above (no separator, no dot segment): joining is resolving.
-      const local = rootPrefix + parts.join(sep);
-      if (!local.startsWith(rootPrefix) || local.length === rootPrefix.length)
-        throw new ResourceSyncError('RS_UNSAFE_PATH', `path ${local} leaves ${root}`, { url: uri });
-      if (layout === 'path' && parts[0] === STATE_DIR_NAME)
-        throw new ResourceSyncError('RS_UNSAFE_PATH', 'path in the state directory', { url: uri });
-      return local;
-    },
-    toUri(localPath: string): string | undefined {
-      const rel = relative(root, resolve(root, localPath));
-      if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) return undefined;
-      const parts = rel.split(sep);
-      let origin = source.origin;
-      if (layout === 'host-path') {
-        const first = parts.shift();
-        if (first === undefined || first === STATE_DIR_NAME) return undefined;
-        const o = parseHostDir(first);
-        if (o === undefined) return undefined;
-        origin = o;
-      }
-      if (parts.length === 0 || parts[0] === STATE_DIR_NAME) return undefined;
-      const texts: string[] = [];
-      for (let i = 0; i < parts.length; i++) {
-        const t = decodeSegment(parts[i] as string);
-        if (t === undefined) return undefined;
-        // A query or fragment may only be in the last segment.
-        if (i < parts.length - 1 && /[?#/]/.test(t)) return undefined;
-        if (i === parts.length - 1 && (/^[^?#]*/.exec(t)?.[0] ?? '').includes('/')) return undefined;
-        texts.push(t);
-      }
-      try {
-        return new URL(`${origin}/${texts.join('/')}`).href;
-      } catch {
-        return undefined;
-      }
-    },
-  };
+  function toLocalPath(uri: string): string {
+    const u = parseUri(uri);
+    if (!isAllowedUrl(u))
+      throw new ResourceSyncError('RS_AUTHORITY', `resource outside the Source's authority ${source.host}`, {
+        url: uri,
+      });
+    if (layout === 'path' && u.origin !== source.origin)
+      throw new ResourceSyncError('RS_AUTHORITY', `the path layout holds one origin (${source.origin})`, {
+        url: uri,
+      });
+    const rest = u.href.slice(u.origin.length);
+    const cut = rest.search(/[?#]/);
+    const pathText = cut < 0 ? rest : rest.slice(0, cut);
+    const tail = cut < 0 ? '' : rest.slice(cut);
+    const segments = pathText.slice(1).split('/');
+    segments[segments.length - 1] += tail;
+    const parts = segments.map((s) => encodeSegment(s, names));
+    if (layout === 'host-path') parts.unshift(hostDir(u));
+    for (const p of parts)
+      if (p === '' || p === '.' || p === '..' || p.includes('/') || p.includes(sep) || p.includes('\0'))
+        throw new ResourceSyncError('RS_UNSAFE_PATH', `unsafe path segment ${JSON.stringify(p)}`, { url: uri });
+    // Every part was checked above (no separator, no dot segment): joining is resolving.
+    const local = rootPrefix + parts.join(sep);
+    if (!local.startsWith(rootPrefix) || local.length === rootPrefix.length)
+      throw new ResourceSyncError('RS_UNSAFE_PATH', `path ${local} leaves ${root}`, { url: uri });
+    if (layout === 'path' && parts[0]?.toLowerCase() === STATE_DIR_NAME)
+      throw new ResourceSyncError('RS_UNSAFE_PATH', 'path in the state directory', { url: uri });
+    return local;
+  }
+
+  function toUri(localPath: string): string | undefined {
+    const rel = relative(root, resolve(root, localPath));
+    if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) return undefined;
+    const parts = rel.split(sep);
+    // The file of a resource whose own path is a directory.
+    if (parts[parts.length - 1] === SELF_NAME) parts.pop();
+    let origin = source.origin;
+    if (layout === 'host-path') {
+      const first = parts.shift();
+      if (first === undefined || first === STATE_DIR_NAME) return undefined;
+      const o = parseHostDir(first);
+      if (o === undefined) return undefined;
+      origin = o;
+    }
+    if (parts.length === 0 || parts[0] === STATE_DIR_NAME) return undefined;
+    const texts: string[] = [];
+    for (const part of parts) {
+      const t = part === EMPTY_SEGMENT_NAME ? '' : parseName(part);
+      if (t === undefined) return undefined;
+      texts.push(t);
+    }
+    let href: string;
+    try {
+      href = new URL(`${origin}/${texts.join('/')}`).href;
+    } catch {
+      return undefined;
+    }
+    // Only names the mapping produces: `a%%-3Fb/c` would read as a query in a directory's name, `A` as `a`.
+    const self = relative(root, resolve(root, localPath)).endsWith(sep + SELF_NAME);
+    try {
+      const back = toLocalPath(href);
+      return back === (self ? dirname(resolve(root, localPath)) : resolve(root, localPath)) ? href : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  return { root, names, isAllowed: (uri) => isAllowedSafe(uri), toLocalPath, toUri };
+
+  function isAllowedSafe(uri: string): boolean {
+    let u: URL;
+    try {
+      u = parseUri(uri);
+    } catch {
+      return false;
+    }
+    return isAllowedUrl(u);
+  }
+}
+
+/**
+ * The start of `name` for a temporary file's name next to it: at most 200 UTF-8 bytes (cut between code
+ * points), so that `.<stem>.<12 hex>.tmp` stays within the 255 bytes a name may have.
+ */
+export function tempStem(name: string): string {
+  if (name.length <= 66) return name; // 66 code units are at most 198 bytes
+  let out = '';
+  let bytes = 0;
+  for (const ch of name) {
+    const b = Buffer.byteLength(ch, 'utf8');
+    if (bytes + b > 200) break;
+    out += ch;
+    bytes += b;
+  }
+  return out;
 }
 
 /** Caches directories already verified, per root. */
@@ -436,8 +580,10 @@ const verifiedDirs = new Map<string, Set<string>>();
 
 /**
  * Creates the missing parent directories of `target` (inside `root`) one by one, refusing to go through a
- * symbolic link or a non-directory (`RS_UNSAFE_PATH`) and anything outside `root`. Verified directories are
- * remembered for the process (a later symlink swap by another process is not detected).
+ * symbolic link (`RS_UNSAFE_PATH`) and anything outside `root`. A regular file where a directory is needed is
+ * the file of a resource whose path is now also a directory (`/a` when `/a/b` arrives): it is moved to
+ * `<dir>/%%self` ({@link displaceFile}). Verified directories are remembered for the process (a later symlink
+ * swap by another process is not detected).
  */
 export async function ensureParentDirectory(root: string, target: string): Promise<void> {
   const absRoot = resolve(root);
@@ -460,13 +606,7 @@ export async function ensureParentDirectory(root: string, target: string): Promi
   for (const part of rel === '' ? [] : rel.split(sep)) {
     current = resolve(current, part);
     if (cache.has(current)) continue;
-    let st: Awaited<ReturnType<typeof lstat>> | undefined;
-    try {
-      st = await lstat(current);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
-        throw new ResourceSyncError('RS_IO', `cannot inspect ${current}: ${(e as Error).message}`, { cause: e });
-    }
+    let st = await lstatOrUndefined(current);
     if (st === undefined) {
       try {
         await mkdir(current);
@@ -476,11 +616,209 @@ export async function ensureParentDirectory(root: string, target: string): Promi
       }
       st = await lstat(current);
     }
+    if (st.isFile()) {
+      await displaceFile(absRoot, current);
+      st = await lstat(current);
+    }
     if (st.isSymbolicLink())
       throw new ResourceSyncError('RS_UNSAFE_PATH', `${current} is a symbolic link: refusing to write through it`);
     if (!st.isDirectory())
-      throw new ResourceSyncError('RS_IO', `${current} is a file where a directory is needed (a URI and its prefix)`);
+      throw new ResourceSyncError('RS_IO', `${current} is not a directory, and one is needed there`);
     cache.add(current);
+  }
+}
+
+async function lstatOrUndefined(path: string): Promise<Awaited<ReturnType<typeof lstat>> | undefined> {
+  try {
+    return await lstat(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
+      throw new ResourceSyncError('RS_IO', `cannot inspect ${path}: ${(e as Error).message}`, { cause: e });
+    return undefined;
+  }
+}
+
+/** Directory under the state directory holding the journal of files being moved to `<dir>/%%self`. */
+const MOVES_DIR = 'moving';
+
+/** The journal entry and the temporary name of the displacement of `path` (absolute, inside `root`). */
+function displacementOf(root: string, path: string): { entry: string; tmp: string; rel: string } {
+  const rel = relative(root, path).split(sep).join('/');
+  const id = createHash('sha256').update(rel).digest('hex').slice(0, 32);
+  return {
+    rel,
+    entry: join(root, STATE_DIR_NAME, MOVES_DIR, `${id}.json`),
+    tmp: join(dirname(path), `${MOVING_PREFIX}${id.slice(0, 16)}`),
+  };
+}
+
+/** Displacements under way in this process (several children of one file may arrive at once). */
+const displacing = new Map<string, Promise<void>>();
+
+/** Options of {@link displaceFile}. */
+export interface DisplaceOptions {
+  /** Called after each step: a test throws from it to simulate a crash there (see {@link repairDisplacements}). */
+  readonly afterStep?: (step: 'journal' | 'aside' | 'directory' | 'placed') => void;
+}
+
+/**
+ * Moves the regular file at `path` (inside `root`) to `<path>/%%self`, making `path` a directory: the file of a
+ * resource whose path became a directory because resources below it arrived. Steps: a journal entry under
+ * `.resourcesync/moving/` (fsynced), the file renamed to a reserved temporary name next to it, the directory
+ * created, the file linked to `<path>/%%self` and its temporary name removed, the journal entry removed. A
+ * crash between any two steps is repaired by {@link repairDisplacements}. A newer version of the file that
+ * lands meanwhile (an install of the same resource) wins over the displaced one. Concurrent calls for one path
+ * share the work.
+ * @throws ResourceSyncError `RS_IO`.
+ */
+export function displaceFile(root: string, path: string, options: DisplaceOptions = {}): Promise<void> {
+  const key = resolve(path);
+  const running = displacing.get(key);
+  if (running !== undefined) return running;
+  const work = displace(resolve(root), key, options).finally(() => displacing.delete(key));
+  displacing.set(key, work);
+  return work;
+}
+
+async function displace(root: string, path: string, options: DisplaceOptions): Promise<void> {
+  const { entry, tmp, rel } = displacementOf(root, path);
+  try {
+    await writeFileAtomic(entry, JSON.stringify({ from: rel }));
+    options.afterStep?.('journal');
+    for (let attempt = 0; ; attempt++) {
+      const st = await lstatOrUndefined(path);
+      if (st?.isFile() !== true) break; // a directory already (or nothing): nothing to move
+      await rename(path, tmp);
+      options.afterStep?.('aside');
+      try {
+        await mkdir(path);
+      } catch (e) {
+        // A newer version of the resource landed at `path` meanwhile: the one set aside is stale.
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 3) throw e;
+        await unlink(tmp);
+        continue;
+      }
+      options.afterStep?.('directory');
+      await settle(tmp, path);
+      options.afterStep?.('placed');
+      break;
+    }
+    await syncDir(dirname(path));
+    await syncDir(path);
+    await rm(entry, { force: true });
+  } catch (e) {
+    throw new ResourceSyncError(
+      'RS_IO',
+      `cannot move ${path} to ${join(path, SELF_NAME)} (resources below it arrived): ${(e as Error).message}`,
+      { cause: e },
+    );
+  }
+}
+
+/** Links the displaced file `tmp` to `<dir>/%%self` unless a newer one is there already, then removes `tmp`. */
+async function settle(tmp: string, dir: string): Promise<void> {
+  const self = join(dir, SELF_NAME);
+  try {
+    await link(tmp, self);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') {
+      // No hard links on this file system: a rename, unless a newer file is there.
+      if ((await lstatOrUndefined(self)) === undefined) await rename(tmp, self);
+    }
+  }
+  await rm(tmp, { force: true });
+  await syncDir(dir);
+}
+
+/**
+ * Finishes the displacements a crash interrupted (see {@link displaceFile}): run before a writing run, under
+ * the copy's lock. Returns how many were repaired. Memory: one directory listing of journal entries.
+ */
+export async function repairDisplacements(root: string): Promise<number> {
+  const absRoot = resolve(root);
+  const journal = join(absRoot, STATE_DIR_NAME, MOVES_DIR);
+  let names: string[];
+  try {
+    names = (await readdir(journal)).filter((n) => n.endsWith('.json'));
+  } catch {
+    return 0;
+  }
+  let repaired = 0;
+  for (const name of names) {
+    let from: string;
+    try {
+      from = (JSON.parse(await readFile(join(journal, name), 'utf8')) as { from: string }).from;
+    } catch {
+      await rm(join(journal, name), { force: true }); // torn before its rename: nothing was moved yet
+      continue;
+    }
+    const path = join(absRoot, ...from.split('/'));
+    const { entry, tmp } = displacementOf(absRoot, path);
+    if (relative(absRoot, path).startsWith('..') || entry !== join(journal, name)) {
+      await rm(join(journal, name), { force: true });
+      continue;
+    }
+    if ((await lstatOrUndefined(tmp))?.isFile() === true) {
+      const st = await lstatOrUndefined(path);
+      if (st === undefined) await mkdir(path);
+      if (st?.isFile() === true)
+        await unlink(tmp); // a newer version landed at `path`
+      else await settle(tmp, path);
+      await syncDir(dirname(path));
+    }
+    await rm(entry, { force: true });
+    repaired++;
+  }
+  forgetVerifiedDirectories(absRoot);
+  return repaired;
+}
+
+/**
+ * The file holding the resource whose local path is `path`: `path` itself, or `<path>/%%self` when `path` is
+ * a directory (resources below it exist).
+ */
+export async function resourceFile(path: string): Promise<string> {
+  try {
+    return (await stat(path)).isDirectory() ? join(path, SELF_NAME) : path;
+  } catch {
+    return path;
+  }
+}
+
+/**
+ * Renames the verified temporary file `tmp` to `target`, or to `<target>/%%self` when `target` is a directory
+ * (resources below it exist): the last step of every install.
+ */
+export function placeFileSync(tmp: string, target: string): void {
+  try {
+    renameSync(tmp, target);
+  } catch (e) {
+    if (!isDirectorySync(target)) throw e;
+    renameSync(tmp, join(target, SELF_NAME));
+  }
+}
+
+/** {@link placeFileSync} on the thread pool. */
+export async function placeFile(tmp: string, target: string): Promise<void> {
+  try {
+    await rename(tmp, target);
+  } catch (e) {
+    if (
+      !(await stat(target).then(
+        (s) => s.isDirectory(),
+        () => false,
+      ))
+    )
+      throw e;
+    await rename(tmp, join(target, SELF_NAME));
+  }
+}
+
+function isDirectorySync(path: string): boolean {
+  try {
+    return lstatSync(path).isDirectory();
+  } catch {
+    return false;
   }
 }
 

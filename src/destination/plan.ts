@@ -17,6 +17,30 @@
  * Change List documents whose `until` is at or before the watermark are skipped whole (their changes are all
  * before or at it, and a closed list's `until` is where the next list's `from` starts).
  *
+ * ## Changes without a `datetime`
+ *
+ * `datetime` is optional on a change (§7, §12.1 in 1.1; Example 19 has an entry with neither `datetime` nor
+ * `<lastmod>`), and the Python reference implementation's `resync-build` writes none. Such a change's time is
+ * unknown; this module decides:
+ *
+ * - `<lastmod>` is **not** a change time (§7: it "may not correspond with the datetime of the last ResourceSync
+ *   change event"; a deletion carries the removed file's old lastmod). It only describes content.
+ * - What is known is the document's window (a document read at all ends after the watermark) and the entry's
+ *   **position**: changes are listed in forward chronological order (§12.1), so an undated change happened at or
+ *   after the dated change before it and at or before the dated change after it.
+ * - An undated change is therefore kept (not "before the watermark") unless a later dated entry of the same
+ *   documents, in chronological order so far, is itself before the watermark; then every undated change listed
+ *   before that one is dropped too. Nothing in a document newer than the watermark is lost.
+ * - Of several changes to one resource, when either is undated the one listed later wins.
+ * - An undated change is applied when the local copy does not already show it ({@link isChangeApplied} compares
+ *   content, never datetimes, for it): a deletion when the record is not deleted, a creation or update when the
+ *   record's hash (or length and lastmod) differs from the entry's. An open list of undated changes, re-read
+ *   on every run, is thus re-checked against the state each time but fetches nothing already here.
+ * - Its {@link PlannedChange.datetime} (recorded in the state once applied) is the latest of the watermark and
+ *   the dated change listed before it, never its lastmod: the copy of that resource is current at least up to
+ *   then, and a later dated change is never taken for one already applied.
+ * - Undated changes do not move the watermark ({@link ChangePlan.latest}); `until` and dated changes do.
+ *
  * @module
  */
 import type { HashAlgorithm } from '../core/constants.js';
@@ -83,6 +107,27 @@ export function isUpToDate(rec: LocalRecord | undefined, expected: ExpectedConte
   return sameDatetime(expected.lastmod, rec.lastmod);
 }
 
+/**
+ * The audit's comparison (§5.2): true when a resource present on disk with `diskLength` bytes and recorded as
+ * `rec` agrees with what `expected` gives, and only that: its length with the file's size; then its hash with the
+ * recorded hashes when they share an algorithm (decisive: a touched file keeps its content); else its lastmod
+ * with the recorded lastmod. A hash alone that the record cannot check (no common algorithm, no record) does
+ * not agree; an entry that gives nothing at all is checked for presence only. A record
+ * whose length differs from the file's (edited behind the state's back) never agrees. Unlike
+ * {@link isUpToDate}, which decides whether a download can be spared and so needs a hash or both length and
+ * lastmod, a length alone is enough here: it is all such a list says.
+ */
+export function agreesWithList(rec: LocalRecord | undefined, expected: ExpectedContent, diskLength: number): boolean {
+  if (rec?.deleted === true) return false;
+  if (rec?.length !== undefined && rec.length !== diskLength) return false;
+  if (expected.length !== undefined && expected.length !== diskLength) return false;
+  const byHash =
+    expected.hashes === undefined || rec === undefined ? undefined : hashesMatch(expected.hashes, recordHashes(rec));
+  if (byHash !== undefined) return byHash;
+  if (expected.lastmod === undefined) return expected.hashes === undefined || expected.length !== undefined;
+  return rec?.lastmod !== undefined && sameDatetime(expected.lastmod, rec.lastmod);
+}
+
 function sameDatetime(a: string, b: string): boolean {
   try {
     return compareDatetimes(a, b) === 0;
@@ -110,12 +155,18 @@ export interface PlannedChange {
   readonly uri: string;
   /** `created`, `updated` or `deleted`. */
   readonly change: 'created' | 'updated' | 'deleted';
-  /** The change's datetime (W3C Datetime text as given). */
+  /**
+   * The change's `datetime` (W3C Datetime text as given) when {@link dated}; for an undated change, the latest
+   * of the watermark and the dated change listed before it (see the module comment), or
+   * `1970-01-01T00:00:00Z` when there is neither.
+   */
   readonly datetime: string;
   readonly datetimeMs: number;
+  /** False when the entry has no `datetime` of its own (its time is known only by its position). */
+  readonly dated: boolean;
   /** The entry itself (for expected hashes, mirrors, a dump manifest's `path`). */
   readonly entry: Entry;
-  /** Position of the entry in its document (1-based), for messages. */
+  /** Position of the entry in the documents given to the coalescer (1-based), for messages and ordering. */
   readonly position: number;
 }
 
@@ -130,41 +181,69 @@ export interface RejectedChange {
 export interface ChangePlan {
   /** Changes to apply, one per resource, in ascending datetime (ties: document order). */
   readonly changes: PlannedChange[];
-  /** Entries whose datetime went backwards relative to the entry before them (§12.1: chronological order). */
+  /** Dated entries whose datetime went backwards relative to the dated entry before them (§12.1). */
   readonly outOfOrder: number;
   /** First few out-of-order positions, for the report. */
   readonly outOfOrderAt: number[];
-  /** Entries at or after the watermark that were superseded by a later change to the same resource. */
+  /** Entries kept (not before the watermark) that were superseded by a later change to the same resource. */
   readonly coalesced: number;
-  /** Entries before the watermark (already applied). */
+  /** Entries before the watermark (already applied), undated ones included when their position shows it. */
   readonly before: number;
-  /** Entries without a usable change type or datetime. */
+  /** Entries kept without a `datetime` of their own. */
+  readonly undated: number;
+  /** Entries without a usable change type, with an invalid datetime, or without `<loc>`. */
   readonly rejected: RejectedChange[];
-  /** Latest datetime among all usable entries (also those before the watermark), or undefined. */
+  /**
+   * Latest `datetime` among all usable dated entries (also those before the watermark), or undefined. Undated
+   * entries never count: their lastmod is not a change time.
+   */
   readonly latest?: string;
   readonly latestMs?: number;
 }
 
+/** The epoch, the datetime of an undated change when nothing bounds it from below. */
+const EPOCH = '1970-01-01T00:00:00Z';
+
 /**
- * Accumulates the entries of one Change List (or Change Dump Manifest) and coalesces them: of several changes
- * to one resource only the one with the latest datetime is kept (for equal datetimes, the later entry in the
- * document). Entries before `watermarkMs` are dropped (see the boundary rule in the module comment).
- * Out-of-order entries are counted (a Source should list changes chronologically, §12.1) but still applied
- * by this rule. Memory: one {@link PlannedChange} per distinct resource of the document.
+ * Accumulates the entries of one Change List (or Change Dump Manifest), or of several in chronological order,
+ * and coalesces them: of several changes to one resource only one is kept, the one with the latest datetime
+ * when both are dated (for equal datetimes, the later entry), else the later entry. Dated entries before
+ * `watermarkMs` are dropped (see the boundary rule in the module comment), and so are the undated entries
+ * listed before such an entry while the dated entries are in order; other undated entries are kept (see
+ * "Changes without a datetime" in the module comment). Out-of-order dated entries are counted (a Source should
+ * list changes chronologically, §12.1) but still applied by this rule.
+ *
+ * Memory: one {@link PlannedChange} per distinct resource of the documents, plus the undated changes listed
+ * since the last dated one.
  */
 export class ChangeCoalescer {
   private readonly latestByUri = new Map<string, PlannedChange>();
+  /** Undated changes kept since the last dated entry, with what each replaced (to drop them if they prove old). */
+  private pending: { change: PlannedChange; replaced: PlannedChange | undefined }[] = [];
   private lastMs = Number.NEGATIVE_INFINITY;
+  private lastDated: string | undefined;
   private position = 0;
   private outOfOrder = 0;
   private readonly outOfOrderAt: number[] = [];
   private coalesced = 0;
   private before = 0;
+  private undated = 0;
   private readonly rejected: RejectedChange[] = [];
   private latest: string | undefined;
   private latestMs = Number.NEGATIVE_INFINITY;
+  private readonly watermark: string | undefined;
 
-  constructor(private readonly watermarkMs: number | undefined) {}
+  /**
+   * @param watermarkMs the watermark in ms since the epoch (changes before it are dropped), or undefined
+   * @param watermark the same as W3C Datetime text, the datetime given to undated changes (defaults to the
+   *   ISO form of `watermarkMs`)
+   */
+  constructor(
+    private readonly watermarkMs: number | undefined,
+    watermark?: string,
+  ) {
+    this.watermark = watermark ?? (watermarkMs === undefined ? undefined : new Date(watermarkMs).toISOString());
+  }
 
   add(entry: Entry): void {
     const position = ++this.position;
@@ -174,23 +253,29 @@ export class ChangeCoalescer {
       this.reject(position, entry.loc, `change type ${JSON.stringify(change ?? '')} is not created/updated/deleted`);
       return;
     }
-    // §12.1: datetime is mandatory in a Change List; fall back to lastmod for lenient Sources (Example 24).
-    const datetime = md?.datetime ?? entry.lastmod;
-    const parsed = datetime === undefined ? undefined : parseDatetime(datetime);
-    if (datetime === undefined || parsed === undefined) {
-      this.reject(position, entry.loc, `missing or invalid datetime ${JSON.stringify(datetime ?? '')}`);
-      return;
-    }
     if (entry.loc === '') {
       this.reject(position, entry.loc, 'missing <loc>');
       return;
     }
+    // `datetime` is optional (§7, §12.1); <lastmod> is not a change time (see the module comment).
+    const datetime = md?.datetime;
+    if (datetime === undefined) {
+      this.addUndated(entry, change, position);
+      return;
+    }
+    const parsed = parseDatetime(datetime);
+    if (parsed === undefined) {
+      this.reject(position, entry.loc, `invalid datetime ${JSON.stringify(datetime)}`);
+      return;
+    }
     const ms = parsed.ms;
-    if (ms < this.lastMs) {
+    const inOrder = ms >= this.lastMs;
+    if (!inOrder) {
       this.outOfOrder++;
       if (this.outOfOrderAt.length < 10) this.outOfOrderAt.push(position);
     } else {
       this.lastMs = ms;
+      this.lastDated = datetime;
     }
     if (ms > this.latestMs) {
       this.latestMs = ms;
@@ -198,14 +283,56 @@ export class ChangeCoalescer {
     }
     if (this.watermarkMs !== undefined && ms < this.watermarkMs) {
       this.before++;
+      // Listed in order after the undated changes kept so far and still before the watermark: so are they.
+      if (inOrder && this.outOfOrder === 0) this.dropPending();
       return;
     }
+    this.pending = [];
     const prev = this.latestByUri.get(entry.loc);
     if (prev !== undefined) {
       this.coalesced++;
-      if (prev.datetimeMs > ms) return; // an older change listed later: keep the newer one
+      if (prev.dated && prev.datetimeMs > ms) return; // an older change listed later: keep the newer one
     }
-    this.latestByUri.set(entry.loc, { uri: entry.loc, change, datetime, datetimeMs: ms, entry, position });
+    this.latestByUri.set(entry.loc, { uri: entry.loc, change, datetime, datetimeMs: ms, dated: true, entry, position });
+  }
+
+  private addUndated(entry: Entry, change: PlannedChange['change'], position: number): void {
+    // The latest known time the resource's state is current at: the watermark or the dated change before it.
+    let datetime = this.watermark;
+    let ms = this.watermarkMs;
+    if (this.lastDated !== undefined && (ms === undefined || this.lastMs > ms)) {
+      datetime = this.lastDated;
+      ms = this.lastMs;
+    }
+    const planned: PlannedChange = {
+      uri: entry.loc,
+      change,
+      datetime: datetime ?? EPOCH,
+      datetimeMs: ms ?? 0,
+      dated: false,
+      entry,
+      position,
+    };
+    const prev = this.latestByUri.get(entry.loc);
+    if (prev !== undefined) this.coalesced++;
+    this.undated++;
+    this.latestByUri.set(entry.loc, planned); // listed later: it wins (position order, §12.1)
+    // Only a later dated entry before the watermark, with every dated entry in order, can drop it again.
+    if (this.watermarkMs !== undefined && this.outOfOrder === 0) this.pending.push({ change: planned, replaced: prev });
+  }
+
+  /** The undated changes kept since the last dated entry prove to be before the watermark: forget them. */
+  private dropPending(): void {
+    for (let i = this.pending.length - 1; i >= 0; i--) {
+      const { change, replaced } = this.pending[i] as (typeof this.pending)[number];
+      this.undated--;
+      this.before++;
+      if (replaced !== undefined) this.coalesced--;
+      if (this.latestByUri.get(change.uri) !== change) continue;
+      if (replaced === undefined) this.latestByUri.delete(change.uri);
+      else this.latestByUri.set(change.uri, replaced);
+    }
+    this.pending = [];
   }
 
   private reject(position: number, uri: string, reason: string): void {
@@ -225,6 +352,7 @@ export class ChangeCoalescer {
       outOfOrderAt: this.outOfOrderAt,
       coalesced: this.coalesced,
       before: this.before,
+      undated: this.undated,
       rejected: this.rejected,
     };
     if (this.latest !== undefined) {
@@ -237,7 +365,7 @@ export class ChangeCoalescer {
 
 /** Coalesces a whole array of change entries (see {@link ChangeCoalescer}). */
 export function coalesceChanges(entries: Iterable<Entry>, watermark?: string): ChangePlan {
-  const c = new ChangeCoalescer(watermark === undefined ? undefined : parseDatetime(watermark)?.ms);
+  const c = new ChangeCoalescer(watermark === undefined ? undefined : parseDatetime(watermark)?.ms, watermark);
   for (const e of entries) c.add(e);
   return c.finish();
 }
@@ -246,8 +374,17 @@ export function coalesceChanges(entries: Iterable<Entry>, watermark?: string): C
  * True when a planned change is already reflected by the local record, so re-running after a crash does not
  * fetch it again: the record carries a datetime later than the change, or the same datetime and (for a
  * creation or update carrying a hash) the same hash. Equal datetimes without a hash are re-applied.
+ *
+ * An undated change (see the module comment) is compared by content only: a deletion is applied when the record
+ * is deleted; a creation or update when the record is not deleted and matches the entry by hash, or else by
+ * length and lastmod ({@link isUpToDate} without looking at the file).
  */
 export function isChangeApplied(rec: LocalRecord | undefined, change: PlannedChange): boolean {
+  if (!change.dated) {
+    if (rec === undefined) return false;
+    if (change.change === 'deleted') return rec.deleted === true;
+    return isUpToDate(rec, expectedOf(change.entry));
+  }
   if (rec?.sourceDatetime === undefined) return false;
   const recMs = parseDatetime(rec.sourceDatetime)?.ms;
   if (recMs === undefined) return false;

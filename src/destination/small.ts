@@ -17,8 +17,6 @@ import {
   fsyncSync,
   open,
   openSync,
-  rename,
-  renameSync,
   unlink,
   unlinkSync,
   write,
@@ -30,9 +28,9 @@ import { ResourceSyncError } from '../core/errors.js';
 import type { Hashes } from '../core/hash.js';
 import { createMultiHasher } from '../io/hashing.js';
 import { sharedFileWriter } from './file-writer.js';
-import { type HttpClient, retryWhole } from './http.js';
+import { type HttpClient, retryWhole } from '../http/client.js';
 import { type Expected, verify } from './install.js';
-import { ensureParentDirectory } from './paths.js';
+import { ensureParentDirectory, placeFile, placeFileSync, tempStem } from './paths.js';
 
 /** Per-process random prefix + counter: unique temporary names without a random draw per file. */
 const TEMP_PREFIX = randomBytes(3).toString('hex');
@@ -43,7 +41,7 @@ export function smallTempPath(target: string): string {
   tempCounter = (tempCounter + 1) % 0x1000000;
   return join(
     dirname(target),
-    `.${basename(target).slice(0, 200)}.${TEMP_PREFIX}${tempCounter.toString(16).padStart(6, '0')}.tmp`,
+    `.${tempStem(basename(target))}.${TEMP_PREFIX}${tempCounter.toString(16).padStart(6, '0')}.tmp`,
   );
 }
 
@@ -147,7 +145,7 @@ export function writeFileAtomicSync(target: string, body: Uint8Array, fsync: boo
     if (fsync) fsyncSync(fd);
     closeSync(fd);
     fd = undefined;
-    renameSync(tmp, target);
+    placeFileSync(tmp, target);
   } catch (e) {
     failSmallWrite(target, tmp, fd, e);
   }
@@ -221,7 +219,7 @@ export async function writeSmallFile(
     await new Promise<void>((resolve, reject) => fdatasync(synced, (e) => (e === null ? resolve() : reject(e))));
     closeSync(fd);
     fd = undefined;
-    renameSync(tmp, target);
+    placeFileSync(tmp, target);
   } catch (e) {
     failSmallWrite(target, tmp, fd, e);
   }
@@ -248,7 +246,7 @@ async function writeSmallFileOnPool(target: string, body: Uint8Array): Promise<v
     } finally {
       await new Promise<void>((resolve) => close(fd, () => resolve()));
     }
-    await new Promise<void>((resolve, reject) => rename(tmp, target, (e) => (e === null ? resolve() : reject(e))));
+    await placeFile(tmp, target);
   } catch (e) {
     await new Promise<void>((resolve) => unlink(tmp, () => resolve()));
     throw new ResourceSyncError('RS_IO', `cannot write ${target}: ${(e as Error).message}`, { cause: e });

@@ -1,8 +1,15 @@
 /**
  * The Destination's local state: one SQLite database (better-sqlite3, WAL) at `<dir>/.resourcesync/state.db`
- * holding a record per resource (URI, local path, length, hashes, lastmod, Source datetime, deleted flag),
- * the watermark (the Source datetime the copy is complete up to), a journal of the operation in progress and
- * free-form metadata.
+ * holding a record per resource (URI, local path, length, hashes, lastmod, Source datetime, deleted flag, the
+ * set it came from), a watermark per Source and set (the Source datetime the copy of that set is complete up
+ * to), a journal of the operation in progress, a list of files being renamed, and free-form metadata.
+ *
+ * A copy belongs to one Source (the first one synchronized into it; see {@link DestinationState.copySource})
+ * and may hold several of its sets (Capability Lists), each with its own watermark and baseline: select one
+ * with {@link DestinationState.selectSet} before reading or moving its watermark; records written afterwards
+ * are tagged with it. Databases of schema version 1 (one watermark, untagged records) are migrated when
+ * opened for writing: their watermark becomes a "legacy" set, adopted by the first set selected with
+ * `adoptLegacy` (see {@link DestinationState.selectSet}).
  *
  * Writes use prepared statements; batch them with {@link DestinationState.transaction} or
  * {@link DestinationState.putMany} (one commit per batch: tens of thousands of records per second).
@@ -17,7 +24,7 @@ import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { ResourceSyncError } from '../core/errors.js';
-import { STATE_DIR_NAME } from './paths.js';
+import { SELF_NAME, STATE_DIR_NAME } from './paths.js';
 
 /** File name of the state database inside the state directory. */
 export const STATE_DB_NAME = 'state.db';
@@ -34,7 +41,7 @@ function isAlive(pid: number): boolean {
 }
 
 /** Schema version written in the `schema_version` table. */
-export const STATE_SCHEMA_VERSION = 1;
+export const STATE_SCHEMA_VERSION = 2;
 
 /** What the Destination knows about one resource. */
 export interface ResourceRecord {
@@ -50,6 +57,30 @@ export interface ResourceRecord {
   readonly sourceDatetime?: string;
   /** The resource was deleted at the Source. */
   readonly deleted?: boolean;
+}
+
+/** One set of a Source (a Capability List, or the list or dump synchronized directly) held in a copy. */
+export interface SetKey {
+  /** The Source: its Source Description's URL (else the set's own URL). */
+  readonly source: string;
+  /** The set: its Capability List's URL (or the list or dump synchronized without one). */
+  readonly set: string;
+}
+
+/** A set recorded in the state, with its watermark if it has one. */
+export interface SetInfo extends SetKey {
+  readonly id: number;
+  readonly watermark?: Watermark;
+  /** A watermark migrated from a copy of schema version 1, not yet adopted: its Source and set are not known. */
+  readonly legacy: boolean;
+}
+
+/** A file of the copy to move from `from` to `to` (relative paths), through the temporary `via`. */
+export interface PendingRename {
+  readonly seq: number;
+  readonly uri: string;
+  readonly from: string;
+  readonly to: string;
 }
 
 /** The point the local copy is complete up to. */
@@ -77,6 +108,7 @@ interface Row {
   lastmod: string | null;
   source_datetime: string | null;
   deleted: number;
+  set_id: number | null;
 }
 
 const SCHEMA = `
@@ -89,15 +121,19 @@ CREATE TABLE IF NOT EXISTS resources (
   sha256 TEXT,
   lastmod TEXT,
   source_datetime TEXT,
-  deleted INTEGER NOT NULL DEFAULT 0
+  deleted INTEGER NOT NULL DEFAULT 0,
+  set_id INTEGER
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS resources_path ON resources (path);
-CREATE TABLE IF NOT EXISTS watermark (
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  at TEXT NOT NULL,
-  kind TEXT NOT NULL,
-  source_url TEXT NOT NULL,
-  updated TEXT NOT NULL
+CREATE TABLE IF NOT EXISTS sets (
+  id INTEGER PRIMARY KEY,
+  source TEXT NOT NULL,
+  set_url TEXT NOT NULL,
+  at TEXT,
+  kind TEXT,
+  source_url TEXT,
+  updated TEXT,
+  UNIQUE (source, set_url)
 );
 CREATE TABLE IF NOT EXISTS journal (
   id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -105,8 +141,45 @@ CREATE TABLE IF NOT EXISTS journal (
   info TEXT NOT NULL,
   started TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS renames (seq INTEGER PRIMARY KEY, uri TEXT NOT NULL, from_path TEXT NOT NULL, to_path TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
 `;
+
+/** Schema version 1 -> 2: records tagged with their set, a watermark per set, renames. */
+const MIGRATE_1_TO_2 = `
+ALTER TABLE resources ADD COLUMN set_id INTEGER;
+CREATE TABLE sets (
+  id INTEGER PRIMARY KEY,
+  source TEXT NOT NULL,
+  set_url TEXT NOT NULL,
+  at TEXT,
+  kind TEXT,
+  source_url TEXT,
+  updated TEXT,
+  UNIQUE (source, set_url)
+);
+INSERT INTO sets (source, set_url, at, kind, source_url, updated) SELECT '', '', at, kind, source_url, updated FROM watermark;
+INSERT INTO sets (source, set_url) SELECT '', '' WHERE NOT EXISTS (SELECT 1 FROM sets) AND EXISTS (SELECT 1 FROM resources);
+DROP TABLE watermark;
+CREATE TABLE renames (seq INTEGER PRIMARY KEY, uri TEXT NOT NULL, from_path TEXT NOT NULL, to_path TEXT NOT NULL);
+`;
+
+/** Meta key of the file-name options of the copy (see {@link DestinationState.nameOptions}). */
+const NAMES_KEY = 'names';
+
+interface SetRow {
+  id: number;
+  source: string;
+  set_url: string;
+  at: string | null;
+  kind: string | null;
+  source_url: string | null;
+}
+
+function watermarkOf(r: SetRow): Watermark | undefined {
+  if (r.at === null) return undefined;
+  return { at: r.at, kind: r.kind === 'incremental' ? 'incremental' : 'baseline', sourceUrl: r.source_url ?? '' };
+}
 
 function toRecord(row: Row): ResourceRecord {
   const rec: {
@@ -128,7 +201,7 @@ function toRecord(row: Row): ResourceRecord {
   return rec;
 }
 
-function rowParams(rec: ResourceRecord): unknown[] {
+function rowParams(rec: ResourceRecord, setId: number | null): unknown[] {
   return [
     rec.uri,
     rec.path,
@@ -138,6 +211,7 @@ function rowParams(rec: ResourceRecord): unknown[] {
     rec.lastmod ?? null,
     rec.sourceDatetime ?? null,
     rec.deleted === true ? 1 : 0,
+    setId,
   ];
 }
 
@@ -153,12 +227,45 @@ function storeError(what: string, e: unknown, path?: string): ResourceSyncError 
   });
 }
 
+/** Creates the schema of a new database, or brings an older one to {@link STATE_SCHEMA_VERSION}. */
+function migrate(db: Database.Database, path: string): void {
+  db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied TEXT NOT NULL)');
+  const row = db.prepare('SELECT max(version) AS v FROM schema_version').get() as { v: number | null };
+  const version = row.v ?? (tableExists(db, 'resources') ? 1 : 0);
+  if (version > STATE_SCHEMA_VERSION)
+    throw new ResourceSyncError(
+      'RS_STORE',
+      `state database ${path} has schema version ${version}, newer than this program's ${STATE_SCHEMA_VERSION}`,
+    );
+  if (version === STATE_SCHEMA_VERSION) return;
+  db.transaction(() => {
+    if (version === 1) {
+      db.exec(MIGRATE_1_TO_2);
+      // Files of version 1 copies have the names of the first mapping: renamed by the Destination's next run.
+      if (db.prepare('SELECT 1 FROM resources LIMIT 1').get() !== undefined)
+        db.prepare('INSERT INTO meta (key, value) VALUES (?, \'{"version":1}\') ON CONFLICT (key) DO NOTHING').run(
+          NAMES_KEY,
+        );
+    }
+    db.exec(SCHEMA);
+    db.prepare('INSERT INTO schema_version (version, applied) VALUES (?, ?)').run(
+      STATE_SCHEMA_VERSION,
+      new Date().toISOString(),
+    );
+  })();
+}
+
+function tableExists(db: Database.Database, name: string): boolean {
+  return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
+}
+
 /**
  * The state database of one local copy. Synchronous API (better-sqlite3): every call is a few microseconds.
  *
  * @example
  * ```ts
  * const state = DestinationState.open('./mirror');
+ * state.selectSet({ source: 'https://example.org/.well-known/resourcesync', set: capabilityListUrl });
  * state.putMany(records);            // one transaction
  * state.setWatermark({ at: '2024-01-01T00:00:00Z', kind: 'baseline', sourceUrl });
  * state.close();
@@ -172,14 +279,17 @@ export class DestinationState {
   readonly #getMany: Database.Statement<[string], Row>;
   readonly #getByPath: Database.Statement<[string], Row>;
   readonly #put: Database.Statement<unknown[]>;
-  readonly #markDeleted: Database.Statement<[string, string, string]>;
+  readonly #markDeleted: Database.Statement<[string, string, string, number | null]>;
   readonly #remove: Database.Statement<[string]>;
   readonly #page: Database.Statement<[string, number], Row>;
+  readonly #pageSet: Database.Statement<[string, number, number], Row>;
   readonly #count: Database.Statement<[], { n: number }>;
   readonly #countAll: Database.Statement<[], { n: number }>;
   readonly #getMeta: Database.Statement<[string], { value: string }>;
   readonly #setMeta: Database.Statement<[string, string]>;
   #durablePending = false;
+  /** The set selected by {@link selectSet}: its watermark, and the tag of records written. */
+  #setId: number | null = null;
 
   private constructor(path: string, db: Database.Database) {
     this.path = path;
@@ -188,16 +298,19 @@ export class DestinationState {
     this.#getMany = db.prepare('SELECT r.* FROM json_each(?) AS j JOIN resources AS r ON r.uri = j.value');
     this.#getByPath = db.prepare('SELECT * FROM resources WHERE path = ? LIMIT 1');
     this.#put = db.prepare(
-      `INSERT INTO resources (uri, path, length, md5, sha256, lastmod, source_datetime, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO resources (uri, path, length, md5, sha256, lastmod, source_datetime, deleted, set_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (uri) DO UPDATE SET path = excluded.path, length = excluded.length, md5 = excluded.md5, sha256 = excluded.sha256,
-       lastmod = excluded.lastmod, source_datetime = excluded.source_datetime, deleted = excluded.deleted`,
+       lastmod = excluded.lastmod, source_datetime = excluded.source_datetime, deleted = excluded.deleted,
+       set_id = coalesce(excluded.set_id, set_id)`,
     );
     this.#markDeleted = db.prepare(
-      `INSERT INTO resources (uri, path, source_datetime, deleted) VALUES (?, ?, ?, 1)
-       ON CONFLICT (uri) DO UPDATE SET deleted = 1, source_datetime = excluded.source_datetime`,
+      `INSERT INTO resources (uri, path, source_datetime, deleted, set_id) VALUES (?, ?, ?, 1, ?)
+       ON CONFLICT (uri) DO UPDATE SET deleted = 1, source_datetime = excluded.source_datetime,
+       set_id = coalesce(excluded.set_id, set_id)`,
     );
     this.#remove = db.prepare('DELETE FROM resources WHERE uri = ?');
     this.#page = db.prepare('SELECT * FROM resources WHERE uri > ? ORDER BY uri LIMIT ?');
+    this.#pageSet = db.prepare('SELECT * FROM resources WHERE uri > ? AND set_id = ? ORDER BY uri LIMIT ?');
     this.#count = db.prepare('SELECT count(*) AS n FROM resources WHERE deleted = 0');
     this.#countAll = db.prepare('SELECT count(*) AS n FROM resources');
     this.#getMeta = db.prepare('SELECT value FROM meta WHERE key = ?');
@@ -209,7 +322,7 @@ export class DestinationState {
   /**
    * Opens (creating when needed) the state of the local copy in `dir`: `<dir>/.resourcesync/state.db`.
    * @throws ResourceSyncError `RS_IO` naming the directory when it cannot be created or written;
-   *   `RS_STORE` for a database that is not ours or of a newer schema.
+   *   `RS_STORE` for a database that is not ours or of a newer schema, or (read-only) of an older one.
    */
   static open(dir: string, options: { readonly readonly?: boolean } = {}): DestinationState {
     const stateDir = join(resolve(dir), STATE_DIR_NAME);
@@ -243,17 +356,14 @@ export class DestinationState {
     }
     try {
       if (!readonly) {
-        db.exec(SCHEMA);
+        migrate(db, path);
+      } else {
         const row = db.prepare('SELECT max(version) AS v FROM schema_version').get() as { v: number | null };
-        if (row.v === null)
-          db.prepare('INSERT INTO schema_version (version, applied) VALUES (?, ?)').run(
-            STATE_SCHEMA_VERSION,
-            new Date().toISOString(),
-          );
-        else if (row.v > STATE_SCHEMA_VERSION)
+        if ((row.v ?? 1) < STATE_SCHEMA_VERSION)
           throw new ResourceSyncError(
             'RS_STORE',
-            `state database ${path} has schema version ${row.v}, newer than this program's ${STATE_SCHEMA_VERSION}`,
+            `the state of ${resolve(dir)} was written by an older version: run \`resourcesync sync\` on it once (without --dry-run or --audit) to bring it up to date`,
+            { url: path },
           );
       }
       return new DestinationState(path, db);
@@ -291,9 +401,20 @@ export class DestinationState {
     return row === undefined ? undefined : toRecord(row);
   }
 
+  /**
+   * Whose file the local file at `path` (relative, `/`-separated) is: the URI recorded for it, and whether it
+   * belongs to a set other than the selected one. `<path>/%%self` is the file of the record of `<path>`.
+   */
+  fileOwner(path: string): { readonly uri: string; readonly otherSet: boolean } | undefined {
+    const natural = path.endsWith(`/${SELF_NAME}`) ? path.slice(0, -SELF_NAME.length - 1) : path;
+    const row = this.#getByPath.get(natural);
+    if (row === undefined) return undefined;
+    return { uri: row.uri, otherSet: this.#setId !== null && row.set_id !== null && row.set_id !== this.#setId };
+  }
+
   /** Inserts or replaces the record of `rec.uri`. */
   put(rec: ResourceRecord): void {
-    this.#run(() => this.#put.run(...rowParams(rec)), 'cannot record a resource');
+    this.#run(() => this.#put.run(...rowParams(rec, this.#setId)), 'cannot record a resource');
   }
 
   /** Inserts or replaces many records in one transaction. */
@@ -301,7 +422,7 @@ export class DestinationState {
     let n = 0;
     this.transaction(() => {
       for (const rec of recs) {
-        this.#put.run(...rowParams(rec));
+        this.#put.run(...rowParams(rec, this.#setId));
         n++;
       }
     });
@@ -310,7 +431,7 @@ export class DestinationState {
 
   /** Marks `uri` deleted at the Source at `datetime` (a record is created if there was none). */
   markDeleted(uri: string, datetime: string): void {
-    this.#run(() => this.#markDeleted.run(uri, '', datetime), 'cannot record a deletion');
+    this.#run(() => this.#markDeleted.run(uri, '', datetime, this.#setId), 'cannot record a deletion');
   }
 
   /** Forgets `uri`. */
@@ -319,13 +440,15 @@ export class DestinationState {
   }
 
   /**
-   * Every record (deleted ones included), in URI order, read in pages of `pageSize`: memory is one page, and
-   * writing to the state while iterating is allowed (records changed behind the cursor may or may not be seen).
+   * Every record (deleted ones included) of the selected set (of the whole copy when none is selected), in URI
+   * order, read in pages of `pageSize`: memory is one page, and writing to the state while iterating is
+   * allowed (records changed behind the cursor may or may not be seen).
    */
   *all(pageSize = 1000): IterableIterator<ResourceRecord> {
     let after = '';
+    const set = this.#setId;
     for (;;) {
-      const rows = this.#page.all(after, pageSize);
+      const rows = set === null ? this.#page.all(after, pageSize) : this.#pageSet.all(after, set, pageSize);
       for (const row of rows) yield toRecord(row);
       const last = rows[rows.length - 1];
       if (last === undefined || rows.length < pageSize) return;
@@ -359,23 +482,100 @@ export class DestinationState {
     return result;
   }
 
-  getWatermark(): Watermark | undefined {
-    const row = this.#db.prepare('SELECT at, kind, source_url FROM watermark WHERE id = 1').get() as
-      | { at: string; kind: string; source_url: string }
-      | undefined;
-    if (row === undefined) return undefined;
-    return { at: row.at, kind: row.kind === 'incremental' ? 'incremental' : 'baseline', sourceUrl: row.source_url };
+  /**
+   * Selects the set later calls work on: its watermark ({@link getWatermark}, {@link setWatermark}) and the
+   * tag of the records written. The set is recorded when new (not in a read-only state: then the watermark is
+   * simply absent). With `adoptLegacy`, a watermark migrated from schema version 1 (whose Source and set were
+   * not recorded) becomes this set's, along with the untagged records: the caller decides it is the same Source.
+   */
+  selectSet(key: SetKey, options: { readonly adoptLegacy?: boolean } = {}): void {
+    const find = (): number | undefined =>
+      (
+        this.#db.prepare('SELECT id FROM sets WHERE source = ? AND set_url = ?').get(key.source, key.set) as
+          | { id: number }
+          | undefined
+      )?.id;
+    let id = find();
+    if (id === undefined && !this.#db.readonly) {
+      this.transaction(() => {
+        const legacy = this.#db.prepare("SELECT id FROM sets WHERE source = '' AND set_url = ''").get() as
+          | { id: number }
+          | undefined;
+        if (legacy !== undefined && options.adoptLegacy === true) {
+          this.#db.prepare('UPDATE sets SET source = ?, set_url = ? WHERE id = ?').run(key.source, key.set, legacy.id);
+          this.#db.prepare('UPDATE resources SET set_id = ? WHERE set_id IS NULL').run(legacy.id);
+        } else this.#db.prepare('INSERT INTO sets (source, set_url) VALUES (?, ?)').run(key.source, key.set);
+      });
+      id = find();
+    }
+    this.#setId = id ?? -1;
   }
 
-  /** Sets the watermark durably (fsync of the write-ahead log before returning, or after the enclosing transaction). */
+  /** Every set the copy holds, in the order they were first synchronized. */
+  sets(): SetInfo[] {
+    const rows = this.#db
+      .prepare('SELECT id, source, set_url, at, kind, source_url FROM sets ORDER BY id')
+      .all() as SetRow[];
+    return rows.map((r) => {
+      const info: { -readonly [K in keyof SetInfo]: SetInfo[K] } = {
+        id: r.id,
+        source: r.source,
+        set: r.set_url,
+        legacy: r.source === '' && r.set_url === '',
+      };
+      const w = watermarkOf(r);
+      if (w !== undefined) info.watermark = w;
+      return info;
+    });
+  }
+
+  /**
+   * The Source this copy belongs to: that of the first set synchronized into it (undefined for a new copy, and
+   * for a copy migrated from schema version 1 whose watermark was not adopted yet: see {@link legacySet}).
+   */
+  copySource(): string | undefined {
+    return this.sets().find((s) => !s.legacy)?.source;
+  }
+
+  /** The watermark migrated from schema version 1, not adopted yet by a set (see {@link selectSet}). */
+  legacySet(): SetInfo | undefined {
+    return this.sets().find((s) => s.legacy);
+  }
+
+  /**
+   * The watermark of the selected set (see {@link selectSet}); without a selection, that of the copy's only
+   * set. @throws ResourceSyncError `RS_STORE` without a selection in a copy of several sets.
+   */
+  getWatermark(): Watermark | undefined {
+    const id = this.#setId ?? this.#onlySet(false);
+    const row = this.#db
+      .prepare('SELECT id, source, set_url, at, kind, source_url FROM sets WHERE id = ?')
+      .get(id ?? -1) as SetRow | undefined;
+    return row === undefined ? undefined : watermarkOf(row);
+  }
+
+  /** The id of the copy's only set (created, Source unknown, when `create` and there is none). */
+  #onlySet(create: boolean): number | undefined {
+    const rows = this.#db.prepare('SELECT id FROM sets LIMIT 2').all() as { id: number }[];
+    if (rows.length > 1)
+      throw new ResourceSyncError('RS_STORE', `${this.path} holds several sets: select one (selectSet) first`);
+    if (rows[0] !== undefined || !create) return rows[0]?.id;
+    return Number(this.#db.prepare("INSERT INTO sets (source, set_url) VALUES ('', '')").run().lastInsertRowid);
+  }
+
+  /**
+   * Sets the watermark of the selected set durably (fsync of the write-ahead log before returning, or after
+   * the enclosing transaction). Without a selection, that of the copy's only set (one whose Source is not
+   * known, adopted by the next Destination run from the same origin, when the copy has none).
+   */
   setWatermark(w: Watermark): void {
+    const id = this.#setId ?? this.#onlySet(true);
+    if (id === undefined || id < 0)
+      throw new ResourceSyncError('RS_STORE', 'the selected set is not recorded (a read-only state)');
     const write = (): void => {
       this.#db
-        .prepare(
-          `INSERT INTO watermark (id, at, kind, source_url, updated) VALUES (1, ?, ?, ?, ?)
-           ON CONFLICT (id) DO UPDATE SET at = excluded.at, kind = excluded.kind, source_url = excluded.source_url, updated = excluded.updated`,
-        )
-        .run(w.at, w.kind, w.sourceUrl, new Date().toISOString());
+        .prepare('UPDATE sets SET at = ?, kind = ?, source_url = ?, updated = ? WHERE id = ?')
+        .run(w.at, w.kind, w.sourceUrl, new Date().toISOString(), id);
     };
     if (this.#db.inTransaction) {
       this.#run(write, 'cannot record the watermark');
@@ -392,9 +592,79 @@ export class DestinationState {
     }
   }
 
-  /** Removes the watermark (the next run is a baseline). */
+  /** Removes the watermark of the selected set (its next run is a baseline). */
   clearWatermark(): void {
-    this.#run(() => this.#db.prepare('DELETE FROM watermark').run(), 'cannot clear the watermark');
+    const id = this.#setId ?? this.#onlySet(false) ?? -1;
+    this.#run(
+      () => this.#db.prepare('UPDATE sets SET at = NULL, kind = NULL, source_url = NULL WHERE id = ?').run(id),
+      'cannot clear the watermark',
+    );
+  }
+
+  /**
+   * The file-name options the copy was made with (see paths.ts `NameOptions`), with the version of the
+   * mapping: 1 for copies made before names were decoded (their files are renamed by `renameCopyFiles`),
+   * undefined for a copy that recorded none yet.
+   */
+  nameOptions(): { version: number; foldCase: boolean; windowsNames: boolean } | undefined {
+    const text = this.getMeta(NAMES_KEY);
+    if (text === undefined) return undefined;
+    try {
+      const o = JSON.parse(text) as { version?: unknown; foldCase?: unknown; windowsNames?: unknown };
+      return {
+        version: typeof o.version === 'number' ? o.version : 1,
+        foldCase: o.foldCase === true,
+        windowsNames: o.windowsNames === true,
+      };
+    } catch {
+      return { version: 1, foldCase: false, windowsNames: false };
+    }
+  }
+
+  /** Records the file-name options of the copy (see {@link nameOptions}). */
+  setNameOptions(o: { readonly version: number; readonly foldCase: boolean; readonly windowsNames: boolean }): void {
+    this.setMeta(NAMES_KEY, JSON.stringify({ version: o.version, foldCase: o.foldCase, windowsNames: o.windowsNames }));
+  }
+
+  /** Adds files to move (see {@link PendingRename}); returns how many were added. */
+  addRenames(renames: Iterable<{ readonly uri: string; readonly from: string; readonly to: string }>): number {
+    const insert = this.#db.prepare('INSERT INTO renames (uri, from_path, to_path) VALUES (?, ?, ?)');
+    let n = 0;
+    this.transaction(() => {
+      for (const r of renames) {
+        insert.run(r.uri, r.from, r.to);
+        n++;
+      }
+    });
+    return n;
+  }
+
+  /** The files left to move, in the order they were added, a page at a time. */
+  *renames(pageSize = 1000): IterableIterator<PendingRename> {
+    let after = 0;
+    const page = this.#db.prepare(
+      'SELECT seq, uri, from_path, to_path FROM renames WHERE seq > ? ORDER BY seq LIMIT ?',
+    );
+    for (;;) {
+      const rows = page.all(after, pageSize) as { seq: number; uri: string; from_path: string; to_path: string }[];
+      for (const r of rows) yield { seq: r.seq, uri: r.uri, from: r.from_path, to: r.to_path };
+      const last = rows[rows.length - 1];
+      if (last === undefined || rows.length < pageSize) return;
+      after = last.seq;
+    }
+  }
+
+  /** Forgets a pending rename (`done`: the record's path becomes its `to`, in the same transaction). */
+  finishRename(seq: number, done: boolean): void {
+    this.transaction(() => {
+      if (done)
+        this.#db
+          .prepare(
+            'UPDATE resources SET path = (SELECT to_path FROM renames WHERE seq = ?) WHERE uri = (SELECT uri FROM renames WHERE seq = ?)',
+          )
+          .run(seq, seq);
+      this.#db.prepare('DELETE FROM renames WHERE seq = ?').run(seq);
+    });
   }
 
   /** Records that operation `op` began (replacing any previous journal entry). */
@@ -435,8 +705,21 @@ export class DestinationState {
     return this.#getMeta.get(key)?.value;
   }
 
-  setMeta(key: string, value: string): void {
-    this.#run(() => this.#setMeta.run(key, value), 'cannot write metadata');
+  /** Sets a metadata value; `durable`: fsynced before returning (or after the enclosing transaction). */
+  setMeta(key: string, value: string, options: { readonly durable?: boolean } = {}): void {
+    if (options.durable !== true || this.#db.inTransaction) {
+      this.#run(() => this.#setMeta.run(key, value), 'cannot write metadata');
+      if (options.durable === true) this.#durablePending = true;
+      return;
+    }
+    try {
+      this.#db.pragma('synchronous = FULL');
+      this.#setMeta.run(key, value);
+    } catch (e) {
+      throw storeError('cannot write metadata', e, this.path);
+    } finally {
+      this.#db.pragma('synchronous = NORMAL');
+    }
   }
 
   /**

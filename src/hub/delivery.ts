@@ -11,8 +11,9 @@
  */
 import type { Dispatcher } from 'undici';
 import { isResourceSyncError } from '../core/errors.js';
-import { backoffDelay, signBody, sleep } from '../notify/http-util.js';
-import { sendRequest } from '../notify/outbound.js';
+import { backoffDelay, sleep } from '../http/backoff.js';
+import { sendRequest } from '../http/outbound.js';
+import { signBody } from '../notify/http-util.js';
 import type { Subscription } from './store.js';
 
 export interface DeliveryOptions {

@@ -25,8 +25,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Agent } from 'undici';
 import { isResourceSyncError, ResourceSyncError } from '../core/errors.js';
-import { findLink, formatWebSubLinks, isHttpUrl, readBody } from '../notify/http-util.js';
-import { createOutboundAgent, sendRequest } from '../notify/outbound.js';
+import { findLink, formatWebSubLinks } from '../http/link.js';
+import { createOutboundAgent, sendRequest } from '../http/outbound.js';
+import { isHttpUrl, readBody } from '../notify/http-util.js';
 import { Deliverer, type DeliveryEvent, type DeliveryOptions } from './delivery.js';
 import { type Subscription, SubscriptionStore } from './store.js';
 

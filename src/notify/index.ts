@@ -19,7 +19,8 @@ export {
   type NotificationEndpoints,
   noChannelError,
 } from './follow.js';
-export { findLink, formatWebSubLinks, parseLinkHeader, signBody, verifySignature } from './http-util.js';
+export { findLink, formatWebSubLinks, parseLinkHeader, type WebLink } from '../http/link.js';
+export { signBody, verifySignature } from './http-util.js';
 export {
   mountRequestHandler,
   type NotificationUrls,

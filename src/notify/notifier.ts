@@ -29,7 +29,8 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { ResourceSyncError } from '../core/errors.js';
 import type { Entry, Link } from '../core/model.js';
-import { formatWebSubLinks, isHttpUrl } from './http-util.js';
+import { formatWebSubLinks } from '../http/link.js';
+import { isHttpUrl } from './http-util.js';
 import {
   createChangeNotifications,
   createFrameworkNotification,

@@ -16,7 +16,7 @@
 import WebSocket from 'ws';
 import { ResourceSyncError } from '../core/errors.js';
 import { EventQueue, type NotificationEvent } from './events.js';
-import { backoffDelay } from './http-util.js';
+import { backoffDelay } from '../http/backoff.js';
 import { readNotification } from './payloads.js';
 
 export interface ChannelClientOptions {

@@ -7,8 +7,10 @@
  */
 import type { Dispatcher } from 'undici';
 import { isResourceSyncError, ResourceSyncError } from '../core/errors.js';
-import { backoffDelay, formatWebSubLinks, isHttpUrl, sleep } from './http-util.js';
-import { createOutboundAgent, sendRequest } from './outbound.js';
+import { backoffDelay, sleep } from '../http/backoff.js';
+import { formatWebSubLinks } from '../http/link.js';
+import { createOutboundAgent, sendRequest } from '../http/outbound.js';
+import { isHttpUrl } from './http-util.js';
 
 export interface WebSubPublisherOptions {
   /** The hub's URL (where payloads are POSTed, and what `rel="hub"` names). */

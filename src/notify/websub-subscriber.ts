@@ -19,8 +19,10 @@ import type { AddressInfo } from 'node:net';
 import type { Dispatcher } from 'undici';
 import { isResourceSyncError, ResourceSyncError } from '../core/errors.js';
 import { EventQueue, type NotificationEvent } from './events.js';
-import { backoffDelay, findLink, isHttpUrl, readBody, sleep, verifySignature } from './http-util.js';
-import { createOutboundAgent, sendRequest } from './outbound.js';
+import { backoffDelay, sleep } from '../http/backoff.js';
+import { findLink } from '../http/link.js';
+import { createOutboundAgent, sendRequest } from '../http/outbound.js';
+import { isHttpUrl, readBody, verifySignature } from './http-util.js';
 import { readNotification } from './payloads.js';
 
 export interface WebSubSubscriberOptions {

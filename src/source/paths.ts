@@ -6,6 +6,7 @@
  * @module
  */
 import { ResourceSyncError } from '../core/errors.js';
+import { encodePathSegment } from '../core/uri-path.js';
 
 /**
  * Parses and checks a base URL: absolute http(s), no query or fragment; a trailing `/` is added.
@@ -29,9 +30,13 @@ export function parseBaseUrl(text: string): URL {
   return url;
 }
 
-/** Percent-encodes each segment of a `/`-separated relative path. */
+/**
+ * Percent-encodes each segment of a `/`-separated relative path the canonical way ({@link encodePathSegment}):
+ * characters RFC 3986 allows in a segment (`C++`, `a=b;c`, `x@y`) stay as they are, others (`#`, `?`, `%`,
+ * space, non-ASCII) are escaped, so that a Destination's file names equal the collection's (docs/file-names.md).
+ */
 export function encodePath(relPath: string): string {
-  return relPath.split('/').map(encodeURIComponent).join('/');
+  return relPath.split('/').map(encodePathSegment).join('/');
 }
 
 /** The absolute URL of a resource key: absolute http(s) URIs are kept, relative paths resolved under the base. */

@@ -2,6 +2,7 @@
 // bad input gives exit 2 and a message naming the path or port.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
@@ -138,11 +139,11 @@ describe('resourcesync serve', () => {
     assert.equal(await sub.text(), 'space\n');
     assert.equal(sub.headers.get('link'), `<${base}resourcesync/sub/capabilitylist.xml>; rel="resourcesync"`);
     assert.equal((await fetch(`${url}sub/a%20b.txt`)).status, 404, 'outside the base path');
-    const page = await (await fetch(`${url}rs/sub/page.html`)).text();
-    assert.ok(
-      page.includes(`<head><link rel="resourcesync" href="${base}resourcesync/sub/capabilitylist.xml"/>`),
-      page,
-    );
+    // --html-links is accepted but ignored (warned): the page is served as it is, the link is in the header.
+    const page = await fetch(`${url}rs/sub/page.html`);
+    assert.equal(await page.text(), '<html><head><title>p</title></head><body></body></html>\n');
+    assert.equal(page.headers.get('link'), `<${base}resourcesync/sub/capabilitylist.xml>; rel="resourcesync"`);
+    assert.match((await waitForEvent(r, 'warning')).message as string, /--html-links is ignored/);
     const logged = await waitForEvent(r, 'request');
     assert.equal(logged.method, 'GET');
     r.child.kill('SIGTERM');
@@ -257,6 +258,31 @@ describe('resourcesync serve', () => {
 });
 
 describe('resourcesync demo', () => {
+  it('every HTML page is served as listed: its length and sha-256 match the Resource List (fixity)', async () => {
+    const r = run(['demo', '--port', '0', '--json']);
+    const ev = await waitForEvent(r, 'listening');
+    const list = await (await fetch((ev.resourceLists as string[])[0]!)).text();
+    const entries = [...list.matchAll(/<url>\s*<loc>([^<]+)<\/loc>.*?<rs:md ([^>]*)\/>/gs)].map((m) => ({
+      loc: m[1]!,
+      length: Number(/length="(\d+)"/.exec(m[2]!)?.[1]),
+      sha: /sha-256:([0-9a-f]+)/.exec(m[2]!)?.[1],
+      type: /type="([^"]+)"/.exec(m[2]!)?.[1],
+    }));
+    const html = entries.filter((e) => e.type?.startsWith('text/html'));
+    assert.ok(html.length >= 7, `HTML pages listed: ${html.length}`);
+    const failed: string[] = [];
+    for (const e of html) {
+      const res = await fetch(e.loc.replace(/^http:\/\/[^/]+\//, ev.url as string));
+      const body = Buffer.from(await res.arrayBuffer());
+      const sha = createHash('sha256').update(body).digest('hex');
+      if (body.length !== e.length || sha !== e.sha) failed.push(`${e.loc}: ${body.length} bytes, listed ${e.length}`);
+      assert.match(res.headers.get('link') ?? '', /rel="resourcesync"/, e.loc);
+    }
+    assert.deepEqual(failed, [], `${failed.length} of ${html.length} HTML pages fail the fixity check`);
+    r.child.kill('SIGTERM');
+    assert.equal(await r.exit, 0, r.stderr());
+  });
+
   it('finds sample/ from src/cli (tsx) and from dist/src/cli (compiled)', () => {
     let repo = fileURLToPath(new URL('.', import.meta.url));
     while (!existsSync(join(repo, 'package.json'))) repo = dirname(repo);
@@ -266,7 +292,7 @@ describe('resourcesync demo', () => {
     assert.throws(() => findSampleDir('/demo.js'), /sample/);
   });
 
-  it('serves the bundled sample with HTML links, stops on SIGTERM with exit 0', async () => {
+  it('serves the bundled sample, stops on SIGTERM with exit 0', async () => {
     const r = run(['demo', '--port', '0', '--json']);
     const ev = await waitForEvent(r, 'listening');
     const url = ev.url as string;
@@ -277,7 +303,9 @@ describe('resourcesync demo', () => {
     assert.equal(root.status, 200, 'the directory index of the sample');
     assert.match(root.headers.get('content-type') ?? '', /^text\/html/);
     const page = await fetch(`${url}index.html`);
-    assert.match(await page.text(), /<link rel="resourcesync" href="[^"]+"\/>/);
+    assert.match(page.headers.get('link') ?? '', /rel="resourcesync"/);
+    // The sample's home page declares the link itself (§6.3.3, Example 9): part of its listed bytes.
+    assert.match(await page.text(), /<link rel="resourcesync" href="\/resourcesync\/default\/capabilitylist.xml">/);
     const cafe = await fetch(`${url}docs/caf%C3%A9.txt`);
     assert.equal(cafe.status, 200);
     r.child.kill('SIGTERM');

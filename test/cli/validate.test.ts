@@ -18,7 +18,7 @@ function repoRoot(): string {
   return dir;
 }
 const ROOT = repoRoot();
-const FIXTURES = join(ROOT, '..', 'shared', 'fixtures', 'spec-examples');
+const FIXTURES = join(ROOT, 'test', 'fixtures', 'spec-examples');
 const fixture = (name: string) => join(FIXTURES, name);
 
 function capture(): CommandOutput & { out: () => string; err: () => string } {

@@ -158,7 +158,7 @@ describe('mutated spec examples', () => {
     while (!readdirSync(d).includes('package.json')) d = join(d, '..');
     return d;
   })();
-  const fixtures = join(root, '..', 'shared', 'fixtures', 'spec-examples');
+  const fixtures = join(root, 'test', 'fixtures', 'spec-examples');
   const examples = readdirSync(fixtures)
     .filter((f) => f.endsWith('.xml'))
     .map((f) => new Uint8Array(readFileSync(join(fixtures, f))));

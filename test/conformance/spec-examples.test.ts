@@ -21,7 +21,7 @@ function repoRoot(): string {
   }
   return dir;
 }
-const FIXTURES = join(repoRoot(), '..', 'shared', 'fixtures', 'spec-examples');
+const FIXTURES = join(repoRoot(), 'test', 'fixtures', 'spec-examples');
 
 interface Expected {
   readonly kind: DocumentKind;

@@ -313,6 +313,10 @@ const CASES: Record<string, Case> = {
     bad: () => resourceList([url('http://example.com/a b')]),
     good: () => resourceList([url('http://example.com/a%20b')]),
   },
+  'uri-percent-invalid': {
+    bad: () => resourceList([url('http://example.com/50%off')]),
+    good: () => resourceList([url('http://example.com/50%25off%2Fa%2f')]),
+  },
   'loc-too-long': {
     bad: () => resourceList([url(`http://example.com/${'a'.repeat(2048)}`)]),
     good: () => resourceList([url(`http://example.com/${'a'.repeat(2000)}`)]),

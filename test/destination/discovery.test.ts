@@ -12,9 +12,9 @@ import {
   findHtmlLinks,
   findRobotsSitemaps,
   openRemoteDocument,
-  parseLinkHeader,
 } from '../../src/destination/discovery.js';
-import { HttpClient } from '../../src/destination/http.js';
+import { HttpClient } from '../../src/http/client.js';
+import { parseLinkHeader } from '../../src/http/link.js';
 import { startServer, type TestServer } from './http-testserver.js';
 
 const RS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"';
@@ -353,7 +353,7 @@ describe('discovery parsers', () => {
   });
 
   it('finds HTML links (Example 9) and robots Sitemap lines (Example 11)', async () => {
-    const fixtures = join(await repoRoot(), '..', 'shared', 'fixtures', 'spec-examples');
+    const fixtures = join(await repoRoot(), 'test', 'fixtures', 'spec-examples');
     const html = await readFile(join(fixtures, 'example-09.html'), 'utf8');
     assert.deepEqual(findHtmlLinks(html, 'http://www.example.com/'), [
       'http://www.example.com/dataset1/capabilitylist.xml',

@@ -17,7 +17,7 @@ import {
   fetchPackage,
   manifestPathToName,
 } from '../../src/destination/dump.js';
-import { HttpClient } from '../../src/destination/http.js';
+import { HttpClient } from '../../src/http/client.js';
 import { StaticSource, buildZip, localPathOf, makeResources, readTree } from './static-source.js';
 
 const AT = '2024-02-01T00:00:00Z';

@@ -105,7 +105,8 @@ describe('Recorder in batch durability', () => {
       mkdirSync(join(dir, 'b'), { recursive: true });
       const good = join(dir, 'b', 'good.txt');
       const bad = join(dir, 'b', 'dir-in-the-way');
-      mkdirSync(join(bad, 'child'), { recursive: true }); // a non-empty directory cannot be replaced by a file
+      // A file onto a directory goes to <dir>/%%self (nested resources): a non-empty directory there fails it.
+      mkdirSync(join(bad, '%%self', 'child'), { recursive: true });
       rec.stage(writeSmallTemp(bad, Buffer.from('x')), bad);
       rec.stage(writeSmallTemp(good, Buffer.from('good')), good);
       await rec.put({ uri: 'http://x/b/good.txt', path: 'b/good.txt', length: 4 }, good);

@@ -59,9 +59,10 @@ describe('FileWriter (small-file writes on a worker thread)', () => {
     assert.equal(readFileSync(existing, 'utf8'), 'keep me');
     // install into a missing directory: nothing is created.
     await assert.rejects(writer.install(join(dir, 'no', '.t.tmp'), join(dir, 'no', 't'), Buffer.from('x')), /no\/t/);
-    // rename onto a directory fails; the temporary file is removed.
-    mkdirSync(join(dir, 'adir'));
-    writeFileSync(join(dir, 'adir', 'inside'), '');
+    // rename onto a directory goes to <dir>/%%self (nested resources); where that is a non-empty directory it
+    // fails, and the temporary file is removed.
+    mkdirSync(join(dir, 'adir', '%%self'), { recursive: true });
+    writeFileSync(join(dir, 'adir', '%%self', 'inside'), '');
     writeFileSync(join(dir, '.r.tmp'), 'r');
     await assert.rejects(
       writer.replace(join(dir, '.r.tmp'), join(dir, 'adir'), undefined, 0, join(dir, '.x')),

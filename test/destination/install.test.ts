@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { isResourceSyncError } from '../../src/core/errors.js';
 import type { Entry } from '../../src/core/model.js';
-import { HttpClient } from '../../src/destination/http.js';
+import { HttpClient } from '../../src/http/client.js';
 import {
   downloadAndInstall,
   downloadResumable,

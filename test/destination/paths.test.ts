@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, sep } from 'node:path';
 import { after, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { isResourceSyncError } from '../../src/core/errors.js';
+import { encodePathSegment } from '../../src/core/uri-path.js';
 import {
   createPathMapper,
   decodeSegment,
@@ -16,37 +17,81 @@ import {
 const ROOT = '/data/mirror';
 const SOURCE = 'http://example.org/.well-known/resourcesync';
 
+/**
+ * `text` with the characters RFC 3986 allows nowhere in a path or query written as escapes (a `%` that starts no
+ * escape included): what the mapping reads them as.
+ */
+function withoutInvalidCharacters(text: string): string {
+  let out = '';
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i] as string;
+    const startsEscape = c === '%' && /^[0-9A-Fa-f]{2}$/.test(text.slice(i + 1, i + 3));
+    out +=
+      startsEscape || /[A-Za-z0-9\-._~!$&'()*+,;=:@/?#]/.test(c)
+        ? c
+        : `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
 function throwsCode(fn: () => unknown, code: string): void {
   assert.throws(fn, (e: unknown) => isResourceSyncError(e) && e.code === code);
 }
 
 describe('createPathMapper (host-path layout)', () => {
   const m = createPathMapper({ root: ROOT, sourceUrl: SOURCE });
-  const table: [string, string][] = [
+  const table: [string, string, string?][] = [
     ['http://example.org/a/b.html', 'example.org/a/b.html'],
-    ['http://example.org/', 'example.org/index'],
-    ['http://example.org/dir/', 'example.org/dir/index'],
-    ['http://example.org/index', 'example.org/%69ndex'],
-    ['http://example.org/a//b', 'example.org/a/index/b'],
-    ['http://example.org/search?q=1&r=a/b', 'example.org/search%3Fq=1&r=a%2Fb'],
-    ['http://example.org/dir/?q', 'example.org/dir/%3Fq'],
+    ['http://example.org/', 'example.org/%%index'],
+    ['http://example.org/dir/', 'example.org/dir/%%index'],
+    ['http://example.org/index', 'example.org/index'],
+    ['http://example.org/a//b', 'example.org/a/%%index/b'],
+    // A file name is the decoded segment when the URI writes it canonically (RFC 3986 pchar as is).
+    ['http://example.org/C++', 'example.org/C++'],
+    ['http://example.org/%23x', 'example.org/#x'],
+    ['http://example.org/a+b', 'example.org/a+b'],
+    ['http://example.org/50%25%20off', 'example.org/50% off'],
+    ['http://example.org/a%20b', 'example.org/a b'],
+    ['http://example.org/%C3%BC', 'example.org/ü'],
+    ['http://example.org/%3Fq', 'example.org/?q'],
+    ['http://example.org/%2541', 'example.org/%41'],
+    ['http://example.org/%25%2541', 'example.org/%%25%41'],
+    ["http://example.org/a:b*c;d=e,f&g$h@i!j'k(l)m~n", "example.org/a:b*c;d=e,f&g$h@i!j'k(l)m~n"],
+    ['http://example.org/%5Ba%5D%7Cb%5E%22%3C%3E%5C', 'example.org/[a]|b^"<>\\'],
     ['http://example.org/caf%C3%A9/na%C3%AFve%20file.txt', 'example.org/café/naïve file.txt'],
-    ['http://example.org/caf%c3%a9', 'example.org/caf%25c3%25a9'],
-    ['http://example.org/%7Euser/100%25', 'example.org/%257Euser/100%2525'],
-    ['http://example.org/a%2Fb', 'example.org/a%252Fb'],
-    ['http://example.org/a:b*c|d', 'example.org/a%3Ab%2Ac%7Cd'],
-    ['http://example.org/.resourcesync/state.db', 'example.org/%2Eresourcesync/state.db'],
-    ['http://example.org/.x.0123456789ab.tmp', 'example.org/%2Ex.0123456789ab.tmp'],
-    ['http://example.org/con.txt', 'example.org/%63on.txt'],
-    ['http://example.org/trail.', 'example.org/trail%2E'],
-    ['http://example.org/p#frag', 'example.org/p%23frag'],
+    ['http://example.org/don%E2%80%99t', 'example.org/don’t'],
+    // Non-canonical escapes and literal characters the canonical form escapes get other names.
+    ['http://example.org/C%2B%2B', 'example.org/C%%2B%%2B'],
+    ['http://example.org/%41', 'example.org/%%41'],
+    ['http://example.org/caf%c3%a9', 'example.org/caf%%c3%%a9'],
+    ['http://example.org/%7Euser/100%25', 'example.org/%%7Euser/100%'],
+    ['http://example.org/a%2Fb', 'example.org/a%%2Fb'],
+    ['http://example.org/a%00b%0A', 'example.org/a%%00b%%0A'],
+    ['http://example.org/%FF%C3', 'example.org/%%FF%%C3'],
+    // Characters no URI may hold as themselves are read as their only valid spelling, the escape.
+    ['http://example.org/a[b]|c^', 'example.org/a[b]|c^', 'http://example.org/a%5Bb%5D%7Cc%5E'],
+    ['http://example.org/50%%20off', 'example.org/50% off', 'http://example.org/50%25%20off'],
+    ['http://example.org/x?a[]=1&b={c}', 'example.org/x%%-3Fa[]=1&b={c}', 'http://example.org/x?a%5B%5D=1&b=%7Bc%7D'],
+    // Queries and fragments: distinct from the files whose names hold the same characters.
+    ['http://example.org/item?id=1', 'example.org/item%%-3Fid=1'],
+    ['http://example.org/search?q=a&b=c', 'example.org/search%%-3Fq=a&b=c'],
+    ['http://example.org/search?q=1&r=a/b', 'example.org/search%%-3Fq=1&r=a%%-2Fb'],
+    ['http://example.org/dir/?q', 'example.org/dir/%%-3Fq'],
+    ['http://example.org/p#frag', 'example.org/p%%-23frag'],
+    ['http://example.org/#x', 'example.org/%%-23x'],
+    // Reserved and special names.
+    ['http://example.org/.resourcesync/state.db', 'example.org/%%-2Eresourcesync/state.db'],
+    ['http://example.org/.x.0123456789ab.tmp', 'example.org/%%-2Ex.0123456789ab.tmp'],
+    ['http://example.org/%25%25self', 'example.org/%%25%self'],
+    ['http://example.org/con.txt', 'example.org/con.txt'],
+    ['http://example.org/trail.', 'example.org/trail.'],
     ['http://EXAMPLE.org:80/x', 'example.org/x'],
   ];
-  for (const [uri, rel] of table) {
+  for (const [uri, rel, back] of table) {
     it(`maps ${uri}`, () => {
       const local = m.toLocalPath(uri);
       assert.equal(local, join(ROOT, ...rel.split('/')));
-      assert.equal(m.toUri(local), new URL(uri).href);
+      assert.equal(m.toUri(local), back ?? new URL(uri).href);
     });
   }
 
@@ -85,8 +130,13 @@ describe('createPathMapper (host-path layout)', () => {
     assert.equal(m.toUri('/elsewhere/x'), undefined);
     assert.equal(m.toUri(ROOT), undefined);
     assert.equal(m.toUri(join(ROOT, '.resourcesync', 'state.db')), undefined);
-    assert.equal(m.toUri(join(ROOT, 'example.org', 'a:b')), undefined);
-    assert.equal(m.toUri(join(ROOT, 'example.org', 'bad%zz')), undefined);
+    assert.equal(m.toUri(join(ROOT, 'example.org', 'bad%%zz')), undefined);
+    assert.equal(m.toUri(join(ROOT, 'example.org', 'x%%25y')), undefined, 'not the canonical name of x%25y');
+    assert.equal(m.toUri(join(ROOT, 'example.org', 'a%%-3Fb', 'c')), undefined, 'a query inside a directory name');
+    assert.equal(m.toUri(join(ROOT, 'example.org', '%%self')), undefined);
+    assert.equal(m.toUri(join(ROOT, 'example.org', '%%moving-0123')), undefined);
+    assert.equal(m.toUri(join(ROOT, 'example.org', 'a', '%%self')), 'http://example.org/a');
+    assert.equal(m.toUri(join(ROOT, 'example.org', '#x', '%%self')), 'http://example.org/%23x');
   });
 
   it('cuts names over 255 bytes with a hash suffix (not reversible)', () => {
@@ -112,12 +162,12 @@ describe('createPathMapper (path layout)', () => {
   const m = createPathMapper({ root: ROOT, sourceUrl: 'http://example.org:8080/rs/', layout: 'path' });
   it('maps the one origin without a host directory', () => {
     const p = m.toLocalPath('http://example.org:8080/a/b?x');
-    assert.equal(p, join(ROOT, 'a', 'b%3Fx'));
+    assert.equal(p, join(ROOT, 'a', 'b%%-3Fx'));
     assert.equal(m.toUri(p), 'http://example.org:8080/a/b?x');
   });
   it('never targets the state directory', () => {
-    assert.equal(m.toLocalPath('http://example.org:8080/.resourcesync'), join(ROOT, '%2Eresourcesync'));
-    assert.equal(m.toLocalPath('http://example.org:8080/.ReSourceSync/x'), join(ROOT, '%2EReSourceSync', 'x'));
+    assert.equal(m.toLocalPath('http://example.org:8080/.resourcesync'), join(ROOT, '%%-2Eresourcesync'));
+    assert.equal(m.toLocalPath('http://example.org:8080/.ReSourceSync/x'), join(ROOT, '%%-2EReSourceSync', 'x'));
   });
   it('refuses another origin even when the authority check is off', () => {
     const open = createPathMapper({
@@ -143,6 +193,13 @@ describe('segment encoding properties', () => {
     '%7e',
     '%C3%A9',
     '%2F',
+    '%2B',
+    '%2b',
+    '%25',
+    '%00',
+    '%FF',
+    '%E2%80%99',
+    '%%',
     '%',
     'index',
     '.resourcesync',
@@ -161,10 +218,16 @@ describe('segment encoding properties', () => {
   );
 
   it('toUri(toLocalPath(u)) === u and the path stays inside the root', () => {
-    const m = createPathMapper({ root: ROOT, sourceUrl: 'http://example.org/', allowHosts: ['other.example:8081'] });
+    const mappers = [
+      { foldCase: false, windowsNames: false },
+      { foldCase: true, windowsNames: false },
+      { foldCase: true, windowsNames: true },
+    ].map((names) =>
+      createPathMapper({ root: ROOT, sourceUrl: 'http://example.org/', allowHosts: ['other.example:8081'], ...names }),
+    );
     const hostArb = fc.constantFrom('http://example.org', 'http://other.example:8081');
     fc.assert(
-      fc.property(hostArb, pathArb, queryArb, (host, segs, query) => {
+      fc.property(fc.constantFrom(...mappers), hostArb, pathArb, queryArb, (m, host, segs, query) => {
         let u: URL;
         try {
           u = new URL(`${host}/${segs.join('/')}${query === undefined ? '' : `?${query}`}`);
@@ -179,21 +242,40 @@ describe('segment encoding properties', () => {
           assert.ok(part !== '' && part !== '.' && part !== '..', local);
           assert.notEqual(part.toLowerCase(), '.resourcesync');
         }
-        assert.equal(m.toUri(local), href);
+        // A valid URI (RFC 3986) comes back as it is; characters no URI may hold as themselves come back escaped.
+        assert.equal(m.toUri(local), withoutInvalidCharacters(href));
       }),
       { numRuns: 2000 },
     );
   });
 
-  it('decodeSegment inverts encodeSegment on any ASCII URI text', () => {
+  it('decodeSegment inverts encodeSegment on any ASCII URI text, with every name option', () => {
+    const options = fc.record({ foldCase: fc.boolean(), windowsNames: fc.boolean() });
     fc.assert(
-      fc.property(fc.string({ unit: 'binary-ascii', maxLength: 40 }), (s) => {
-        const text = s.replace(/[\s\x00-\x1f\x7f]/g, '');
-        const name = encodeSegment(text);
-        if (name.includes('%%')) return;
-        assert.equal(decodeSegment(name), text.replace(/%20/g, ' ').replace(/ /g, '%20'));
+      fc.property(fc.string({ unit: 'binary-ascii', maxLength: 40 }), options, (text, o) => {
+        const name = encodeSegment(text, o);
+        if (name.includes('%%~')) return;
+        assert.ok(!name.includes('/') && !name.includes('\0'), name);
+        assert.equal(decodeSegment(name, o), withoutInvalidCharacters(text));
       }),
-      { numRuns: 2000 },
+      { numRuns: 3000 },
+    );
+  });
+
+  it('names the canonical URI of any file name after the name itself', () => {
+    // What a Source of ours publishes for a file is the canonical encoding: the copy gets the same name.
+    const name = fc
+      .string({ unit: 'grapheme', minLength: 1, maxLength: 12 })
+      .filter((s) => !s.includes('/') && !/[\x00-\x1f\x7f-\x9f]/.test(s) && s !== '.' && s !== '..')
+      .filter((s) => !(s.startsWith('.') && s.toLowerCase().endsWith('.tmp')) && s.toLowerCase() !== '.resourcesync')
+      // `%%` starts the escapes: a name holding it is the one ordinary name written otherwise (`%%25`).
+      .filter((s) => !s.includes('%%'));
+    fc.assert(
+      fc.property(name, (n) => {
+        const canonical = encodePathSegment(n.normalize('NFC'));
+        assert.equal(encodeSegment(canonical), n.normalize('NFC'));
+      }),
+      { numRuns: 3000 },
     );
   });
 });
@@ -223,10 +305,9 @@ describe('ensureParentDirectory', () => {
     await assert.rejects(ensureParentDirectory(root, join(base, 'outside', 'x')), (e: unknown) =>
       isResourceSyncError(e, 'RS_UNSAFE_PATH'),
     );
-    // A file where a directory is needed.
-    await assert.rejects(ensureParentDirectory(root, join(root, 'h', 'a', 'b', 'file', 'child')), (e: unknown) =>
-      isResourceSyncError(e, 'RS_IO'),
-    );
+    // A file where a directory is needed: the file of a resource below which others arrive, moved to %%self.
+    await ensureParentDirectory(root, join(root, 'h', 'a', 'b', 'file', 'child'));
+    assert.equal(await readFile(join(root, 'h', 'a', 'b', 'file', '%%self'), 'utf8'), 'x');
     forgetVerifiedDirectories(root);
   });
 

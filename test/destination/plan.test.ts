@@ -1,10 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import type { Entry } from '../../src/core/model.js';
+import { readDocument } from '../../src/xml/index.js';
 import { forEachConcurrent } from '../../src/destination/concurrent.js';
 import {
   type PlannedChange,
+  agreesWithList,
   candidateUrls,
   coalesceChanges,
   findGap,
@@ -12,12 +16,22 @@ import {
   isUpToDate,
   selectIntervals,
 } from '../../src/destination/plan.js';
+import { repoRoot } from './static-source.js';
 
 const entry = (loc: string, change: string, datetime: string, extra: Partial<Entry['md']> = {}): Entry => ({
   element: 'url',
   loc,
   links: [],
   md: { change, datetime, ...extra },
+});
+
+/** A change without `datetime`, as the reference implementation's resync-build writes them. */
+const undated = (loc: string, change: string, lastmod?: string, extra: Partial<Entry['md']> = {}): Entry => ({
+  element: 'url',
+  loc,
+  links: [],
+  ...(lastmod === undefined ? {} : { lastmod }),
+  md: { change, ...extra },
 });
 
 describe('plan: coalescing changes', () => {
@@ -114,6 +128,165 @@ describe('plan: coalescing changes', () => {
   });
 });
 
+describe('plan: changes without a datetime', () => {
+  const WM = '2024-05-01T10:00:00Z';
+
+  it('keeps undated changes whose lastmod is before the watermark (a deletion carries the old lastmod)', () => {
+    // resync-build: no datetime, no from; a deleted entry carries the removed file's lastmod.
+    const p = coalesceChanges(
+      [
+        undated('u', 'updated', '2024-05-01T10:05:00Z', { length: 15 }),
+        undated('d1', 'deleted', '2024-05-01T09:00:00Z', { length: 7 }),
+        undated('d2', 'deleted', '2024-04-01T00:00:00Z', { length: 7 }),
+        undated('c', 'created', '2024-05-01T10:05:00Z', { length: 4 }),
+      ],
+      WM,
+    );
+    assert.deepEqual(
+      p.changes.map((c) => [c.uri, c.change, c.dated, c.datetime]),
+      [
+        ['u', 'updated', false, WM],
+        ['d1', 'deleted', false, WM],
+        ['d2', 'deleted', false, WM],
+        ['c', 'created', false, WM],
+      ],
+    );
+    assert.equal(p.before, 0);
+    assert.equal(p.undated, 4);
+    assert.equal(p.outOfOrder, 0, 'lastmod is not a change time: no order to break');
+    assert.equal(p.latest, undefined, 'undated changes do not move the watermark');
+  });
+
+  it('the later entry wins when either change is undated', () => {
+    const p = coalesceChanges(
+      [
+        entry('a', 'created', '2024-05-01T11:00:00Z'),
+        undated('a', 'deleted', '2024-01-01T00:00:00Z'),
+        undated('b', 'deleted'),
+        entry('b', 'created', '2024-05-01T12:00:00Z'),
+      ],
+      WM,
+    );
+    assert.deepEqual(
+      p.changes.map((c) => [c.uri, c.change, c.datetime]),
+      [
+        ['a', 'deleted', '2024-05-01T11:00:00Z'],
+        ['b', 'created', '2024-05-01T12:00:00Z'],
+      ],
+    );
+    assert.equal(p.coalesced, 2);
+    assert.equal(p.latest, '2024-05-01T12:00:00Z');
+  });
+
+  it('drops undated changes listed before a dated change that is before the watermark', () => {
+    const p = coalesceChanges(
+      [
+        undated('x', 'updated'),
+        entry('y', 'updated', '2024-05-01T09:00:00Z'),
+        undated('z', 'updated'),
+        entry('w', 'updated', '2024-05-01T10:30:00Z'),
+        undated('v', 'updated'),
+      ],
+      WM,
+    );
+    assert.deepEqual(
+      p.changes.map((c) => [c.uri, c.datetime]),
+      [
+        ['z', WM],
+        ['w', '2024-05-01T10:30:00Z'],
+        ['v', '2024-05-01T10:30:00Z'],
+      ],
+    );
+    assert.equal(p.before, 2);
+    // Out of order: positions say nothing reliable, so nothing undated is dropped.
+    const q = coalesceChanges(
+      [
+        entry('y', 'updated', '2024-05-01T09:30:00Z'),
+        entry('y2', 'updated', '2024-05-01T09:00:00Z'),
+        undated('x', 'updated'),
+        entry('w', 'updated', '2024-05-01T09:45:00Z'),
+      ],
+      WM,
+    );
+    assert.deepEqual(
+      q.changes.map((c) => c.uri),
+      ['x'],
+    );
+  });
+
+  it('Example 19: the update with neither datetime nor lastmod is kept and wins over the dated one', async () => {
+    const file = join(repoRoot(), 'test', 'fixtures', 'spec-examples', 'example-19.xml');
+    const doc = await readDocument([await readFile(file)]);
+    for (const wm of ['2013-01-03T00:00:00Z', '2013-01-04T00:00:00Z']) {
+      const p = coalesceChanges(doc.entries, wm);
+      const res2 = p.changes.find((c) => c.uri === 'http://example.com/res2.pdf');
+      assert.equal(res2?.dated, false, wm);
+      assert.equal(res2?.change, 'updated');
+      assert.equal(p.rejected.length, 0);
+    }
+    assert.equal(coalesceChanges(doc.entries, '2013-01-04T00:00:00Z').changes.length, 1);
+  });
+
+  it('property: in a chronological list, each resource keeps its last change unless it is provably before the watermark', () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            uri: fc.constantFrom('a', 'b', 'c'),
+            change: fc.constantFrom('created', 'updated', 'deleted'),
+            step: fc.integer({ min: 0, max: 3 }),
+            dated: fc.boolean(),
+          }),
+          { maxLength: 30 },
+        ),
+        fc.integer({ min: 0, max: 60 }),
+        (items, wmMinute) => {
+          let t = 0;
+          const listed = items.map((i) => ({ ...i, t: (t += i.step) }));
+          const at = (m: number): string => new Date(Date.UTC(2024, 0, 1, 0, m)).toISOString();
+          const entries = listed.map((i) => (i.dated ? entry(i.uri, i.change, at(i.t)) : undated(i.uri, i.change)));
+          const p = coalesceChanges(entries, at(wmMinute));
+          for (const uri of ['a', 'b', 'c']) {
+            const lastPos = listed.map((i): string => i.uri).lastIndexOf(uri);
+            const planned = p.changes.find((c) => c.uri === uri);
+            if (lastPos < 0) {
+              assert.equal(planned, undefined);
+              continue;
+            }
+            const last = listed[lastPos] as (typeof listed)[number];
+            // Provably before: dated before the watermark, or listed before a dated entry before it.
+            const before =
+              (last.dated && last.t < wmMinute) || listed.slice(lastPos + 1).some((i) => i.dated && i.t < wmMinute);
+            if (before) assert.equal(planned, undefined, `${uri} is before the watermark`);
+            else {
+              assert.equal(planned?.change, last.change, `${uri}: its last change`);
+              assert.equal(planned?.position, lastPos + 1);
+            }
+          }
+        },
+      ),
+    );
+  });
+
+  it('isChangeApplied compares an undated change by content, never by datetime', () => {
+    const [del, upd, bare] = coalesceChanges(
+      [
+        undated('d', 'deleted', '2024-01-01T00:00:00Z'),
+        undated('u', 'updated', '2024-05-01T10:05:00Z', { length: 15 }),
+        undated('b', 'updated'),
+      ],
+      WM,
+    ).changes as [PlannedChange, PlannedChange, PlannedChange];
+    // The record's datetime (a baseline's at) is after the lastmod: a dated rule would call it applied.
+    const baseline = { sourceDatetime: WM, length: 7, lastmod: '2024-01-01T00:00:00Z' };
+    assert.equal(isChangeApplied(baseline, del), false);
+    assert.equal(isChangeApplied({ ...baseline, deleted: true }, del), true);
+    assert.equal(isChangeApplied(baseline, upd), false);
+    assert.equal(isChangeApplied({ ...baseline, length: 15, lastmod: '2024-05-01T10:05:00Z' }, upd), true);
+    assert.equal(isChangeApplied({ ...baseline, sourceDatetime: '2030-01-01T00:00:00Z' }, bare), false);
+  });
+});
+
 describe('plan: decisions', () => {
   it('isUpToDate: hash first, else length + lastmod', () => {
     const rec = { length: 3, md5: 'aa'.repeat(16), lastmod: '2024-01-01T00:00:00Z' };
@@ -125,6 +298,25 @@ describe('plan: decisions', () => {
     assert.equal(isUpToDate(rec, { length: 3 }, 3), false, 'nothing to compare: fetch');
     assert.equal(isUpToDate(undefined, { length: 3 }, 3), false);
     assert.equal(isUpToDate({ ...rec, deleted: true }, { hashes: { md5: 'aa'.repeat(16) } }, 3), false);
+  });
+
+  it('agreesWithList: compares what the list gives, a length alone included', () => {
+    const rec = { length: 7, md5: 'aa'.repeat(16), lastmod: '2024-01-01T00:00:00Z' };
+    assert.equal(agreesWithList(rec, { length: 7 }, 7), true, 'a length-only list');
+    assert.equal(agreesWithList(rec, { length: 8 }, 7), false);
+    assert.equal(agreesWithList({ length: 7 }, { length: 7 }, 8), false, 'file edited behind the state');
+    assert.equal(agreesWithList(rec, {}, 7), true, 'nothing given: presence');
+    assert.equal(agreesWithList(rec, { length: 7, lastmod: '2024-01-01T01:00:00+01:00' }, 7), true);
+    assert.equal(agreesWithList(rec, { length: 7, lastmod: '2024-02-01T00:00:00Z' }, 7), false);
+    assert.equal(agreesWithList({ length: 7 }, { lastmod: '2024-01-01T00:00:00Z' }, 7), false);
+    assert.equal(
+      agreesWithList(rec, { hashes: { md5: 'aa'.repeat(16) }, lastmod: '2024-02-01T00:00:00Z' }, 7),
+      true,
+      'a common hash decides',
+    );
+    assert.equal(agreesWithList(rec, { hashes: { md5: 'bb'.repeat(16) } }, 7), false);
+    assert.equal(agreesWithList(rec, { hashes: { 'sha-1': 'cc'.repeat(20) } }, 7), false, 'unverifiable hash alone');
+    assert.equal(agreesWithList({ ...rec, deleted: true }, { length: 7 }, 7), false);
   });
 
   it('isChangeApplied: later record skips; equal datetime needs a matching hash', () => {

@@ -89,7 +89,8 @@ describe('FileWriter refill and replace (spare files)', () => {
 
   it('when the rename fails, removes the kept link (the live file stays single) and the new version', async () => {
     const target = join(dir, 'busy');
-    mkdirSync(join(target, 'child'), { recursive: true }); // a non-empty directory cannot be replaced by a file
+    // A file onto a directory goes to <dir>/%%self (nested resources): a non-empty directory there fails it.
+    mkdirSync(join(target, '%%self', 'child'), { recursive: true });
     writeFileSync(join(dir, 'new4'), 'x');
     await assert.rejects(writer.replace(join(dir, 'new4'), target, join(dir, 'keep4'), 1024, join(dir, '.b.tmp')));
     assert.equal(existsSync(join(dir, 'new4')), false);

@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { request } from 'undici';
 import type { NotificationEvent } from '../../src/notify/events.js';
 import { findNotificationEndpoints } from '../../src/notify/follow.js';
-import { findLink } from '../../src/notify/http-util.js';
+import { findLink } from '../../src/http/link.js';
 import { validateDocument } from '../../src/core/validate.js';
 import { readDocument } from '../../src/xml/index.js';
 import { ChannelClient } from '../../src/notify/websocket-client.js';

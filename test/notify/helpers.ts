@@ -114,9 +114,9 @@ export function cliCommand(): string[] {
     : ['--import', 'tsx', join(root, 'src', 'cli', 'main.ts')];
 }
 
-/** A spec example from the shared fixtures. */
+/** A spec example from the repository's copy of the standard's examples (test/fixtures). */
 export function specExample(name: string): Buffer {
-  return readFileSync(join(repoRoot(), '..', 'shared', 'fixtures', 'spec-examples', name));
+  return readFileSync(join(repoRoot(), 'test', 'fixtures', 'spec-examples', name));
 }
 
 /** A loopback TCP port free at the time of the call (for a process that must be told its port in advance). */

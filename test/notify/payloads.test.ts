@@ -16,7 +16,7 @@ import { channelEntries, channelUrls } from '../../src/notify/websocket.js';
 import { readDocument } from '../../src/xml/index.js';
 import { repoRoot } from './helpers.js';
 
-const EXAMPLES = join(repoRoot(), '..', 'shared', 'fixtures', 'spec-examples');
+const EXAMPLES = join(repoRoot(), 'test', 'fixtures', 'spec-examples');
 const CAP = 'http://example.com/dataset1/capabilitylist.xml';
 
 function change(i: number, kind: 'created' | 'updated' | 'deleted' = 'updated'): ResourceChange {

@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { segmentsLength, sliceSegments, type Segment } from '../../src/source/http/body.js';
 import {
+  deriveEtag,
   evaluatePreconditions,
   formatHttpDate,
   ifRangeAllows,
@@ -14,7 +14,6 @@ import {
   weakMatch,
 } from '../../src/source/http/conditional.js';
 import { acceptsGzip, isCompressibleXml } from '../../src/source/http/encoding.js';
-import { deriveEtag, findHeadInsertion, isHtml, resourceSyncLinkElement } from '../../src/source/http/html-link.js';
 import { evaluateRange, formatContentRange, formatUnsatisfiedRange } from '../../src/source/http/range.js';
 import { checkRequestTarget, decodeSegment, hasHiddenSegment } from '../../src/source/http/request-target.js';
 
@@ -216,62 +215,9 @@ describe('request targets', () => {
   });
 });
 
-describe('HTML link injection', () => {
-  const enc = (s: string) => new TextEncoder().encode(s);
-  it('finds the point after <head ...>, skipping comments and <header>', () => {
-    assert.equal(findHeadInsertion(enc('<!DOCTYPE html><html><head><title>x</title>')), 27);
-    assert.equal(findHeadInsertion(enc('<HTML lang="en"><HEAD data-x="a>b">')), 35);
-    assert.equal(findHeadInsertion(enc('<!-- <head> --><html><head>')), 27);
-    assert.equal(findHeadInsertion(enc('<html><body><header>x</header>')), 6, 'no <head>: after <html>');
-    assert.equal(findHeadInsertion(enc('<p>just a fragment</p>')), undefined);
-    assert.equal(findHeadInsertion(enc('<html><head><link rel="resourcesync" href="x">')), undefined);
-    assert.equal(findHeadInsertion(new Uint8Array([0xff, 0xfe, 0x3c, 0])), undefined);
-  });
-  it('escapes the URL and derives ETags', () => {
-    assert.equal(
-      resourceSyncLinkElement('http://x/a?b=1&c="2"'),
-      '<link rel="resourcesync" href="http://x/a?b=1&amp;c=&quot;2&quot;"/>',
-    );
+describe('derived ETags', () => {
+  it('a suffix inside the quotes, W/ kept', () => {
     assert.equal(deriveEtag('"abc"', 'gzip'), '"abc-gzip"');
     assert.equal(deriveEtag('W/"abc"', 'gzip'), 'W/"abc-gzip"');
-    assert.equal(isHtml('text/html; charset=utf-8'), true);
-    assert.equal(isHtml('text/plain'), false);
-  });
-});
-
-describe('body segments', () => {
-  it('property: slicing a plan equals slicing the bytes it stands for', () => {
-    fc.assert(
-      fc.property(
-        fc.array(fc.oneof(fc.nat(50), fc.uint8Array({ maxLength: 20 })), { maxLength: 6 }),
-        fc.nat(300),
-        fc.nat(300),
-        (parts, a, b) => {
-          const file = Uint8Array.from({ length: 1000 }, (_, i) => i & 0xff);
-          let pos = 0;
-          const plan: Segment[] = [];
-          const expected: number[] = [];
-          for (const p of parts) {
-            if (typeof p === 'number') {
-              plan.push({ kind: 'file', start: pos, end: pos + p });
-              expected.push(...file.subarray(pos, pos + p));
-              pos += p;
-            } else {
-              plan.push({ kind: 'bytes', data: p });
-              expected.push(...p);
-            }
-          }
-          assert.equal(segmentsLength(plan), expected.length);
-          const [s, e] = a <= b ? [a, b] : [b, a];
-          const sliced = sliceSegments(plan, s, e);
-          const got: number[] = [];
-          for (const seg of sliced) {
-            if (seg.kind === 'file') got.push(...file.subarray(seg.start, seg.end));
-            else got.push(...seg.data);
-          }
-          assert.deepEqual(got, expected.slice(s, e));
-        },
-      ),
-    );
   });
 });

@@ -554,49 +554,26 @@ describe('nothing outside the collection is served', () => {
   });
 });
 
-describe('HTML discovery links', () => {
-  let linked: SourceServer;
-  let lport = 0;
-  before(async () => {
-    linked = createSourceServer(site, { htmlLinks: true });
-    lport = (await linked.listen(0)).port;
-  });
-  after(() => linked.close());
-  it('injects <link rel="resourcesync"> into the head, with its own Content-Length and ETag', async () => {
-    const plain = await fetchRaw(port, '/page.html');
-    const r = await fetchRaw(lport, '/page.html');
+describe('discovery links (§6.3.3)', () => {
+  it('HTML is served as it is, with the Capability List in the Link header: bytes, length and ETag as listed', async () => {
+    const r = await fetchRaw(port, '/page.html');
     const capList = site.capabilityListUrl('/page.html')!;
-    const link = `<link rel="resourcesync" href="${capList}"/>`;
-    const expected = (files['page.html'] as string).replace('<head>', `<head>${link}`);
-    assert.equal(r.body.toString(), expected);
-    assert.equal(r.headers['content-length'], String(Buffer.byteLength(expected)));
-    assert.notEqual(r.headers.etag, plain.headers.etag);
+    assert.equal(r.body.toString(), files['page.html']);
+    assert.equal(r.headers['content-length'], String(Buffer.byteLength(files['page.html'] as string)));
+    assert.equal(r.headers.etag, (await site.resource('/page.html'))!.etag);
     assert.equal(r.headers.link, `<${capList}>; rel="resourcesync"`);
-    // Conditional and Range requests apply to the injected representation.
-    assert.equal((await fetchRaw(lport, '/page.html', { headers: { 'If-None-Match': r.headers.etag! } })).status, 304);
-    const part = await fetchRaw(lport, '/page.html', { headers: { Range: 'bytes=20-80' } });
-    assert.equal(part.status, 206);
-    assert.equal(part.body.toString(), Buffer.from(expected).subarray(20, 81).toString());
-    const head = await fetchRaw(lport, '/page.html', { method: 'HEAD' });
-    assert.equal(head.headers['content-length'], r.headers['content-length']);
   });
-  it('directoryIndex: /dir/ serves /dir/index.html (with the link); without it, 404', async () => {
-    const indexed = createSourceServer(site, { htmlLinks: true, directoryIndex: 'index.html' });
+  it('directoryIndex: /dir/ serves /dir/index.html (with the Link header); without it, 404', async () => {
+    const indexed = createSourceServer(site, { directoryIndex: 'index.html' });
     const p = (await indexed.listen(0)).port;
     const r = await fetchRaw(p, '/caf%C3%A9/');
     assert.equal(r.status, 200);
-    assert.match(r.body.toString(), /<head><link rel="resourcesync"/);
+    assert.equal(r.body.toString(), files['café/index.html']);
     assert.equal(r.headers.link, `<${site.capabilityListUrl('/caf%C3%A9/index.html')}>; rel="resourcesync"`);
     assert.equal((await fetchRaw(p, '/data/')).status, 404, 'no index.html there');
     assert.equal((await fetchRaw(p, '/.git/')).status, 404);
     assert.equal((await fetchRaw(port, '/caf%C3%A9/')).status, 404);
     await indexed.close();
-  });
-  it('leaves HTML without a head, and other types, unchanged', async () => {
-    const r = await fetchRaw(lport, '/fragment.html');
-    assert.equal(r.body.toString(), files['fragment.html']);
-    assert.equal(r.headers.etag, (await site.resource('/fragment.html'))!.etag);
-    assert.equal((await fetchRaw(lport, '/hello.txt')).body.toString(), files['hello.txt']);
   });
 });
 
@@ -672,5 +649,44 @@ describe('connections', () => {
       });
       assert.equal(r, `200 ${files['hello.txt']}`);
     }
+  });
+});
+
+describe('mounted routes over HTTP', () => {
+  it('a long-lived streamed body ends when the server closes (its signal is aborted), without waiting out the deadline', async () => {
+    const s = createSourceServer(site, { closeTimeoutMs: 10_000 });
+    s.handler.mount('/events', (req) => ({
+      status: 200,
+      headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-store' },
+      body: (async function* () {
+        const signal = req.signal!;
+        while (!signal.aborted) {
+          yield Buffer.from(': keep-alive\n\n');
+          await new Promise<void>((r) => {
+            const t = setTimeout(r, 50);
+            signal.addEventListener('abort', () => {
+              clearTimeout(t);
+              r();
+            });
+          });
+        }
+      })(),
+    }));
+    const p = (await s.listen(0)).port;
+    const received = await new Promise<string>((resolve, reject) => {
+      httpGet({ host: '127.0.0.1', port: p, path: '/events', agent: false }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => {
+          text += c.toString();
+          if (text.length >= 40 && text.length < 60) void s.close();
+        });
+        res.on('end', () => resolve(text));
+        res.on('error', reject);
+      }).on('error', reject);
+    });
+    const started = Date.now();
+    await s.close();
+    assert.ok(Date.now() - started < 2_000, 'closed without waiting for the 10 s deadline');
+    assert.match(received, /^(: keep-alive\n\n)+$/);
   });
 });

@@ -15,7 +15,7 @@ export function repoRoot(): string {
   return dir;
 }
 
-export const SPEC_DIR = join(repoRoot(), '..', 'shared', 'fixtures', 'spec-examples');
+export const SPEC_DIR = join(repoRoot(), 'test', 'fixtures', 'spec-examples');
 
 export function specExamples(): string[] {
   return readdirSync(SPEC_DIR)

@@ -1,76 +1,84 @@
 /**
- * A response body planned as segments (byte ranges of one open file, and in-memory bytes such as an injected
- * `<link>`), so that a Range applies to the representation actually sent, and streamed with backpressure.
+ * The bytes of a file the Source hands over ({@link SiteFile}): opened only when a response needs them, a
+ * small one read whole, a larger one read range by range as the body is pulled.
  *
- * Memory: {@link streamSegments} holds one chunk of at most `chunkSize` bytes (default 64 KiB) at a time, plus
- * the in-memory segments themselves (bounded by the caller: an HTML prefix of 64 KiB at most).
+ * Memory: a small file (at most {@link SMALL_BODY_BYTES}) whole; {@link readRange} one 64 KiB chunk at a time.
  *
  * @module
  */
-import type { FileHandle } from 'node:fs/promises';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { type FileHandle, open } from 'node:fs/promises';
 import { ResourceSyncError } from '../../core/errors.js';
+import type { SiteFile } from '../source.js';
 
-/** Bytes `[start, end)` of the file. */
-export interface FileSegment {
-  readonly kind: 'file';
-  readonly start: number;
-  /** Exclusive. */
-  readonly end: number;
-}
-/** Bytes held in memory. */
-export interface BytesSegment {
-  readonly kind: 'bytes';
-  readonly data: Uint8Array;
-}
-export type Segment = FileSegment | BytesSegment;
+/** Files up to this size are read whole (synchronously), not streamed. */
+export const SMALL_BODY_BYTES = 64 * 1024;
 
-/** Total length of a body plan. */
-export function segmentsLength(segments: readonly Segment[]): number {
-  let n = 0;
-  for (const s of segments) n += s.kind === 'file' ? s.end - s.start : s.data.length;
-  return n;
-}
+/** An opened file: a small one read whole, or a handle to stream from. */
+export type Opened = { readonly data: Buffer } | { readonly handle: FileHandle };
 
-/** The part `[start, end)` of a body plan, as a new plan. */
-export function sliceSegments(segments: readonly Segment[], start: number, end: number): Segment[] {
-  const out: Segment[] = [];
-  let pos = 0;
-  for (const s of segments) {
-    const len = s.kind === 'file' ? s.end - s.start : s.data.length;
-    const from = Math.max(start, pos);
-    const to = Math.min(end, pos + len);
-    if (from < to) {
-      if (s.kind === 'file') out.push({ kind: 'file', start: s.start + (from - pos), end: s.start + (to - pos) });
-      else out.push({ kind: 'bytes', data: s.data.subarray(from - pos, to - pos) });
+/**
+ * Opens the file (a small one is read whole, synchronously: microseconds on a local disk, far less than four
+ * round trips through the thread pool); 'gone' when it no longer exists, 'changed' when it no longer has the
+ * recorded length (it would not match its ETag).
+ */
+export async function openFile(file: SiteFile): Promise<Opened | 'gone' | 'changed'> {
+  // Read by the Source from the descriptor it checked.
+  if (file.data !== undefined && file.data.length === file.length) return { data: file.data };
+  let handle: FileHandle;
+  try {
+    if (file.length <= SMALL_BODY_BYTES) {
+      const data = readSmallFile(file.path, file.length);
+      return data === undefined ? 'changed' : { data };
     }
-    pos += len;
+    handle = await open(file.path, 'r');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return 'gone';
+    throw e;
   }
-  return out;
+  if ((await handle.stat()).size !== file.length) {
+    await handle.close();
+    return 'changed';
+  }
+  return { handle };
+}
+
+/** Reads a small file whole, synchronously; undefined when its length is no longer `length`. */
+function readSmallFile(path: string, length: number): Buffer | undefined {
+  const fd = openSync(path, 'r');
+  try {
+    if (fstatSync(fd).size !== length) return undefined;
+    const data = Buffer.allocUnsafe(length);
+    let at = 0;
+    while (at < length) {
+      const n = readSync(fd, data, at, length - at, at);
+      if (n === 0) return undefined;
+      at += n;
+    }
+    return data;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /**
- * Reads the plan from `file` chunk by chunk. Pulling drives reading, so a slow consumer stops the reads
- * (backpressure). Throws RS_IO when the file ends early (it shrank after its length was recorded): the caller
- * then destroys the connection rather than send a short body under a Content-Length.
+ * Bytes `[start, end)` of an open file, chunk by chunk: pulling drives reading, so a slow consumer stops the
+ * reads. Throws RS_IO when the file ends early (it shrank after its length was recorded): the adapter then
+ * destroys the connection rather than send a short body under a Content-Length. Memory: one 64 KiB chunk.
  */
-export async function* streamSegments(
+export async function* readRange(
   file: FileHandle,
-  segments: readonly Segment[],
+  start: number,
+  end: number,
   chunkSize = 64 * 1024,
 ): AsyncGenerator<Uint8Array, void, undefined> {
-  for (const s of segments) {
-    if (s.kind === 'bytes') {
-      if (s.data.length > 0) yield s.data;
-      continue;
-    }
-    let pos = s.start;
-    while (pos < s.end) {
-      const want = Math.min(chunkSize, s.end - pos);
-      const buf = Buffer.allocUnsafe(want);
-      const { bytesRead } = await file.read(buf, 0, want, pos);
-      if (bytesRead === 0) throw new ResourceSyncError('RS_IO', `file ended at byte ${pos}, expected ${s.end}`);
-      pos += bytesRead;
-      yield bytesRead === want ? buf : buf.subarray(0, bytesRead);
-    }
+  let pos = start;
+  while (pos < end) {
+    const want = Math.min(chunkSize, end - pos);
+    const buf = Buffer.allocUnsafe(want);
+    const { bytesRead } = await file.read(buf, 0, want, pos);
+    if (bytesRead === 0) throw new ResourceSyncError('RS_IO', `file ended at byte ${pos}, expected ${end}`);
+    pos += bytesRead;
+    yield bytesRead === want ? buf : buf.subarray(0, bytesRead);
   }
 }

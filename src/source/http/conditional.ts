@@ -112,6 +112,16 @@ export function formatHttpDate(when: number | Date): string {
   return new Date(typeof when === 'number' ? when : when.getTime()).toUTCString();
 }
 
+/**
+ * A distinct ETag for another representation of the same content (e.g. `"<tag>-gzip"` for the gzip encoding):
+ * a suffix inside the quotes, `W/` kept.
+ */
+export function deriveEtag(etag: string, suffix: string): string {
+  const close = etag.lastIndexOf('"');
+  if (close <= 0) return `"${etag}-${suffix}"`;
+  return `${etag.slice(0, close)}-${suffix}${etag.slice(close)}`;
+}
+
 /** The validators of the selected representation. */
 export interface Validators {
   /** The representation's ETag as sent (quoted, possibly `W/`). */

@@ -13,8 +13,8 @@ import {
   parseRetryAfter,
   readBody,
   retryWhole,
-} from '../../src/destination/http.js';
-import { startServer, type TestServer, text } from './http-testserver.js';
+} from '../../src/http/client.js';
+import { startServer, type TestServer, text } from '../destination/http-testserver.js';
 
 const servers: TestServer[] = [];
 const clients: HttpClient[] = [];

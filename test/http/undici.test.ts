@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { loadAgents } from '../../src/destination/undici.js';
+import { loadAgents } from '../../src/http/undici.js';
 
 describe('loadAgents', () => {
   it("gives undici's own dispatcher classes, with the request API", async () => {
@@ -15,7 +15,7 @@ describe('loadAgents', () => {
   });
 
   it("loads them without undici's index (the whole package) in a fresh process", () => {
-    const module = fileURLToPath(new URL('../../src/destination/undici.js', import.meta.url));
+    const module = fileURLToPath(new URL('../../src/http/undici.js', import.meta.url));
     const script = `
       import { createRequire } from 'node:module';
       const { loadAgents } = await import(${JSON.stringify(module)});

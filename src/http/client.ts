@@ -1,6 +1,6 @@
 /**
- * The Destination's HTTP client: a pooled, kept-alive undici `Agent` (one pool per origin), not a `fetch` per
- * resource. It adds what a harvester needs on top: timeouts (connect, headers, idle body), retries with
+ * The pooled HTTP client of the Destination and the follower (discovery, documents, resources, packages, WebSub
+ * discovery): a kept-alive undici `Agent` (one pool per origin), not a `fetch` per resource. It adds what a harvester needs on top: timeouts (connect, headers, idle body), retries with
  * exponential backoff, jitter and `Retry-After`, redirects with a limit, a per-host connection limit and an
  * optional politeness delay, custom headers and a bearer token on every request, a User-Agent, decoding of
  * `Content-Encoding` (gzip, deflate, br), a size bound, abort signals and counters.
@@ -12,6 +12,7 @@
  * @module
  */
 import type { Agent, Dispatcher, EnvHttpProxyAgent, ProxyAgent } from 'undici';
+import { backoffDelay, sleep } from './backoff.js';
 import { loadAgents } from './undici.js';
 import { setMaxListeners } from 'node:events';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
@@ -368,7 +369,7 @@ export class HttpClient {
         if (!retriableErrors.has(failure) || attempt >= this.#retries) throw this.#fail(failure);
       }
       this.stats.retries++;
-      const backoff = Math.min(this.#maxDelay, this.#baseDelay * 2 ** attempt) * (0.5 + Math.random() * 0.5);
+      const backoff = backoffDelay(attempt, this.#baseDelay, this.#maxDelay);
       const delay = retryAfter === undefined ? backoff : Math.min(this.#maxDelay, Math.max(retryAfter, 0));
       await sleep(delay, init.signal).catch((e: unknown) => {
         throw this.#fail(abortError(url.href, init.signal?.reason ?? e));
@@ -518,10 +519,7 @@ export async function retryWhole<T>(
       return await fn(attempt);
     } catch (e) {
       if (attempt >= retries || !isRetriable(e) || options.signal?.aborted === true) throw e;
-      const delay = Math.min(options.maxDelayMs ?? 30_000, (options.baseDelayMs ?? 250) * 2 ** attempt);
-      await sleep(delay * (0.5 + Math.random() * 0.5), options.signal).catch((reason: unknown) => {
-        throw new ResourceSyncError('RS_ABORTED', 'retry aborted', { cause: reason });
-      });
+      await sleep(backoffDelay(attempt, options.baseDelayMs ?? 250, options.maxDelayMs ?? 30_000), options.signal);
     }
   }
 }
@@ -636,22 +634,4 @@ function toResourceSyncError(
   )
     retriableErrors.add(err);
   return err;
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted === true) {
-      reject(signal.reason as Error);
-      return;
-    }
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal?.reason as Error);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }

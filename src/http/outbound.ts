@@ -1,11 +1,14 @@
 /**
- * One bounded outgoing HTTP request (undici), shared by the WebSub publisher, subscriber and hub: an overall
- * timeout, no redirects followed (undici's default without its redirect interceptor), a response body read up to a bound.
+ * One bounded outgoing HTTP request, shared by the WebSub publisher, subscriber and hub (subscription requests,
+ * publish pings, content deliveries): an overall timeout, no redirects followed (undici's default without its
+ * redirect interceptor), a response body read up to a bound. Same undici dispatchers as {@link HttpClient}
+ * (`undici.ts`), kept separate from it because these are POSTs with bodies that must never be retried blindly.
  *
  * @module
  */
-import { Agent, type Dispatcher, request } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
 import { ResourceSyncError } from '../core/errors.js';
+import { loadAgents } from './undici.js';
 
 export interface OutboundRequest {
   readonly method: 'GET' | 'POST';
@@ -28,7 +31,7 @@ export interface OutboundResponse {
 
 /** A keep-alive agent for notification traffic (`connections` per origin). */
 export function createOutboundAgent(connections = 32): Agent {
-  return new Agent({ connections, keepAliveTimeout: 10_000, connect: { timeout: 10_000 } });
+  return new (loadAgents().Agent)({ connections, keepAliveTimeout: 10_000, connect: { timeout: 10_000 } });
 }
 
 /**
@@ -45,8 +48,10 @@ export async function sendRequest(
   const timeout = AbortSignal.timeout(timeoutMs);
   const signal = req.signal === undefined ? timeout : AbortSignal.any([timeout, req.signal]);
   try {
-    const res = await request(url, {
-      dispatcher,
+    const target = new URL(url);
+    const res = await dispatcher.request({
+      origin: target.origin,
+      path: target.pathname + target.search,
       method: req.method,
       headers: req.headers ?? {},
       body: req.body ?? null,
