@@ -32,6 +32,7 @@ import { type Hashes, isKnownHashAlgorithm, parseHashes } from '../core/hash.js'
 import type { DocumentHeader, Entry } from '../core/model.js';
 import { isResourceSyncError, ResourceSyncError } from '../core/errors.js';
 import { Destination, type DestinationOptions } from '../destination/destination.js';
+import { type UriFilter, createUriFilter } from '../destination/filter.js';
 import { discover, openRemoteDocument } from '../destination/discovery.js';
 import type { SyncSummary } from '../destination/events.js';
 import { HttpClient } from '../http/client.js';
@@ -680,9 +681,11 @@ class DirectApplier {
   readonly #mapper: PathMapper;
   readonly #options: FollowCommandOptions['destination'];
   readonly #client: HttpClient;
+  readonly #filter: UriFilter;
 
   constructor(dir: string, url: string, options: FollowCommandOptions['destination'], client: HttpClient) {
     this.#root = resolve(dir);
+    this.#filter = createUriFilter(options);
     this.#state = DestinationState.open(this.#root);
     this.#mapper = createPathMapper({
       root: this.#root,
@@ -715,6 +718,11 @@ class DirectApplier {
       const ms = c.datetime === undefined ? undefined : parseDatetime(c.datetime)?.ms;
       if (ms === undefined || c.datetime === undefined) {
         r.leftOver.push(Date.now());
+        return;
+      }
+      // Left out by --include / --exclude: not this copy's (a catch-up run leaves it out too).
+      if (!this.#filter.accepts(c.uri)) {
+        r.skipped++;
         return;
       }
       let target: string;

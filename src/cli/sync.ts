@@ -12,6 +12,7 @@ import type { Durability } from '../destination/context.js';
 import { Destination, type DestinationOptions } from '../destination/destination.js';
 import { type SyncEvent, type SyncSummary, hasChanges } from '../destination/events.js';
 import type { HttpClientOptions } from '../http/client.js';
+import { createUriFilter } from '../destination/filter.js';
 import { EXIT } from './exit.js';
 import { type CommandOutput, processOutput } from './validate.js';
 
@@ -108,7 +109,8 @@ export function formatSummary(s: SyncSummary): string {
     lines.push(
       `${what} of ${s.source} into ${s.dir}${s.via.length > 0 ? ` (via ${s.via.join(' + ')})` : ''}: ` +
         `${c.created} ${verb}created, ${c.updated} ${verb}updated, ${c.deleted} ${verb}deleted, ` +
-        `${c.deletionsRecorded} deletions recorded (files kept), ${c.skipped} unchanged, ${c.failed} failed, ${c.refused} refused; ` +
+        `${c.deletionsRecorded} deletions recorded (files kept), ${c.skipped} unchanged, ${c.failed} failed, ${c.refused} refused` +
+        `${c.excluded > 0 ? `, ${c.excluded} excluded (--include/--exclude)` : ''}; ` +
         `${formatBytes(c.bytes)} in ${(s.elapsedMs / 1000).toFixed(1)} s`,
     );
     if (s.watermarkAfter !== undefined && s.watermarkAfter !== s.watermarkBefore)
@@ -211,6 +213,13 @@ Modes: without --baseline / --incremental / --audit, the first run is a baseline
 offered, else the Resource List) and later runs are incremental (Change Dumps or Change Lists since the
 watermark). A baseline that did not finish is resumed (resources already present are skipped).
 
+Filters: --include and --exclude choose the resources this copy holds, for every run (baseline, incremental,
+audit and --follow alike; give the same patterns each time). A resource left out is neither fetched, nor
+deleted, nor reported missing or extra. A pattern is re:<regex> (searched in the whole URI), or a glob on the
+URI's decoded path: * (within a segment), ** (across segments), ?, [abc]. A glob without "/" matches any
+segment ("*.pdf", "drafts"); one with "/" is anchored at the root ("/docs/**/*.xml"); a glob matching a
+directory covers everything below it ("/private").
+
 Exit codes:
   0  in sync: nothing to do (audit: no difference)
   3  changes were applied and the copy is now in sync (with --dry-run: changes would be applied)
@@ -221,6 +230,7 @@ Exit codes:
 Examples:
   resourcesync sync http://localhost:8080/ ./mirror
   resourcesync sync --audit --checksum http://localhost:8080/ ./mirror
+  resourcesync sync --include '/docs/**' --exclude '*.tmp' http://localhost:8080/ ./docs-mirror
   resourcesync sync --dry-run --json https://example.org/.well-known/resourcesync ./mirror
 `;
 
@@ -245,6 +255,18 @@ export function register(program: Command): void {
     .option('--json', 'print the summary as JSON')
     .option('--checksum', 'audit: recompute hashes from the files on disk')
     .option('--auto-baseline', 'run a new baseline when the Source no longer offers changes back to the watermark')
+    .option(
+      '--include <pattern>',
+      'hold only resources matching a pattern (repeatable): a glob on the URI path, or re:<regex> on the URI',
+      collect,
+      [],
+    )
+    .option(
+      '--exclude <pattern>',
+      'leave out resources matching a pattern (repeatable; wins over --include)',
+      collect,
+      [],
+    )
     .option('--allow-host <host>', 'accept resources from this host too (repeatable)', collect, [])
     .option('--no-authority-check', 'accept resources from any host')
     .option('--header <header>', "extra request header 'Name: value' (repeatable)", collect, [])
@@ -333,6 +355,17 @@ export function register(program: Command): void {
         allowHosts: o['allowHost'] as string[],
       };
       if (typeof o['set'] === 'string') destination.set = o['set'];
+      const include = o['include'] as string[];
+      const exclude = o['exclude'] as string[];
+      try {
+        createUriFilter({ include, exclude });
+      } catch (e) {
+        process.stderr.write(`resourcesync sync: ${(e as Error).message}\n`);
+        process.exitCode = EXIT.USAGE;
+        return;
+      }
+      if (include.length > 0) destination.include = include;
+      if (exclude.length > 0) destination.exclude = exclude;
       if (o['allowOtherSource'] === true) destination.allowOtherSource = true;
       if (typeof o['from'] === 'string') destination.from = o['from'];
       if (concurrency !== undefined) destination.concurrency = concurrency;

@@ -4,7 +4,7 @@
  * content is compared with what the list (or a later change) gives, and only that ({@link agreesWithList}):
  * the length with the file's size, then the hash (recomputed from disk with `checksum`, else the recorded one)
  * or, without a hash, the lastmod. An entry giving only a length agrees when the size does; one giving nothing
- * is checked for presence. Nothing is written.
+ * is checked for presence. Resources left out by `--include` / `--exclude` are not compared. Nothing is written.
  *
  * @module
  */
@@ -64,11 +64,11 @@ export async function runAudit(ctx: SyncContext, sources: AuditSources): Promise
     await walkLocalFiles(ctx.options.dir, (file, name) => {
       if (isInstallTempName(name)) return;
       const uri = ctx.mapper.toUri(file);
-      if (uri !== undefined && seen.has(uri)) return;
+      if (uri !== undefined && (seen.has(uri) || !ctx.accepts(uri))) return;
       // A file of another set of this copy, or one the state knows under a URI the name does not spell (a
       // name cut to the file system's limit, a URI read in its valid spelling: docs/file-names.md).
       const owner = ctx.state.fileOwner(ctx.relativePath(file));
-      if (owner !== undefined && (owner.otherSet || seen.has(owner.uri))) return;
+      if (owner !== undefined && (owner.otherSet || seen.has(owner.uri) || !ctx.accepts(owner.uri))) return;
       note('extra', owner?.uri ?? uri ?? file);
     });
   } finally {
@@ -87,7 +87,7 @@ async function compareAll(ctx: SyncContext, sources: AuditSources, seen: UriSet,
     for await (const entry of tree.entries) {
       ctx.checkAborted();
       const uri = entry.loc;
-      if (uri === '' || !ctx.mapper.isAllowed(uri)) continue;
+      if (uri === '' || !ctx.mapper.isAllowed(uri) || !ctx.accepts(uri)) continue;
       seen.add(uri);
       const change = changes.get(uri);
       changes.delete(uri);
@@ -95,7 +95,7 @@ async function compareAll(ctx: SyncContext, sources: AuditSources, seen: UriSet,
     }
     // Resources created after the list's snapshot.
     for (const change of changes.values()) {
-      if (!ctx.mapper.isAllowed(change.uri)) continue;
+      if (!ctx.mapper.isAllowed(change.uri) || !ctx.accepts(change.uri)) continue;
       seen.add(change.uri);
       await compareOne(ctx, change.uri, undefined, change, note);
     }

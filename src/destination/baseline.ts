@@ -152,6 +152,8 @@ async function retireExtras(ctx: SyncContext, at: string): Promise<void> {
   const atMs = parseDatetime(at)?.ms;
   if (atMs === undefined) return;
   for (const rec of ctx.state.all()) {
+    // Left out by --include / --exclude: neither fetched nor seen in this run, and not deleted either.
+    if (!ctx.accepts(rec.uri)) continue;
     if (rec.deleted === true) {
       // A deletion recorded by an earlier run without --delete: its file goes now.
       const file = join(ctx.options.dir, rec.path);
@@ -180,8 +182,12 @@ function missingFromDump(uri: string): ResourceSyncError {
   });
 }
 
-/** Local target of a URI, or undefined after counting it as refused. */
+/** Local target of a URI, or undefined after counting it as excluded (--include / --exclude) or refused. */
 export function targetOf(ctx: SyncContext, uri: string, from: 'list' | 'dump' | 'change'): string | undefined {
+  if (uri !== '' && !ctx.accepts(uri)) {
+    ctx.counts.excluded++;
+    return undefined;
+  }
   if (uri === '') {
     ctx.count('(empty loc)', 'refused', from, new ResourceSyncError('RS_INVALID_VALUE', 'entry without <loc>'));
     return undefined;

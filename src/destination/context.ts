@@ -33,6 +33,7 @@ import type { DestinationState, ResourceRecord } from './state.js';
 import { createMultiHasher } from '../io/hashing.js';
 import { SELF_NAME, ensureParentDirectory, placeFileSync, resourceFile } from './paths.js';
 import type { DumpPackage } from './dump.js';
+import type { UriFilter } from './filter.js';
 
 /** The part of {@link DestinationState} the operations use. */
 export type StateLike = Pick<
@@ -349,6 +350,8 @@ export interface ContextOptions {
   readonly smallFastPath?: boolean;
   /** Spare files for replacements in `batch` durability (see spares.ts). */
   readonly spares?: SparePool;
+  /** Which resources the copy holds (`--include` / `--exclude`, see filter.ts); all when absent. */
+  readonly filter?: UriFilter;
   readonly signal?: AbortSignal;
 }
 
@@ -451,6 +454,11 @@ export class SyncContext {
   /** The record of `uri`; undefined without a query when the phase started with an empty state. */
   lookup(uri: string): ResourceRecord | undefined {
     return this.stateWasEmpty ? undefined : this.state.get(uri);
+  }
+
+  /** True when the copy holds `uri` by its `--include` / `--exclude` patterns (see filter.ts). */
+  accepts(uri: string): boolean {
+    return this.options.filter?.accepts(uri) !== false;
   }
 
   /** Emits a progress event now. */

@@ -27,6 +27,7 @@ import { needsRename, renameCopyFiles } from './rename-files.js';
 import { DestinationState, STATE_DB_NAME, type SetKey } from './state.js';
 import { SPARE_DIR_NAME, SparePool } from './spares.js';
 import { sweepTempFiles } from './sweep.js';
+import { type UriFilter, createUriFilter } from './filter.js';
 import { type CopyLock, lockCopy } from './lock.js';
 import { sharedFileWriter } from './file-writer.js';
 import { prepareSyncFileSystem } from '../io/syncfs.js';
@@ -55,6 +56,12 @@ export interface DestinationOptions {
   readonly allowHosts?: readonly string[];
   /** false: accept resources of any host. */
   readonly authorityCheck?: boolean;
+  /**
+   * Which resources the copy holds: glob or `re:` patterns (see filter.ts). A URI is kept when it matches some
+   * `include` pattern (or none are given) and no `exclude` pattern. Applied alike by every operation.
+   */
+  readonly include?: readonly string[];
+  readonly exclude?: readonly string[];
   /** Local layout: `host-path` (default) or `path`. */
   readonly layout?: 'host-path' | 'path';
   /**
@@ -100,9 +107,12 @@ export interface SourceDocuments {
 export class Destination {
   private readonly listeners = new Set<(e: SyncEvent) => void>();
   readonly dir: string;
+  /** The `include` / `exclude` patterns, compiled (a malformed one throws `RS_CONFIG` here). */
+  readonly filter: UriFilter;
 
   constructor(readonly options: DestinationOptions) {
     this.dir = resolve(options.dir);
+    this.filter = createUriFilter(options);
     if (options.from !== undefined) parseFromOption(options.from);
   }
 
@@ -207,6 +217,7 @@ export class Destination {
         durability: o.durability ?? 'batch',
         tmpDir,
       };
+      if (this.filter.active) ctxOptions.filter = this.filter;
       // Replaced small files are kept as spares for the next replacements (see spares.ts).
       if (!readOnly && ctxOptions.durability === 'batch')
         ctxOptions.spares = await SparePool.open(join(this.dir, STATE_DIR_NAME, SPARE_DIR_NAME));

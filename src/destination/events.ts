@@ -63,6 +63,8 @@ export interface SyncCounts {
   skipped: number;
   failed: number;
   refused: number;
+  /** Left out by the copy's `--include` / `--exclude` patterns (see filter.ts). */
+  excluded: number;
   /** Bytes downloaded or extracted for installed resources. */
   bytes: number;
 }
@@ -108,7 +110,17 @@ export const SUMMARY_SAMPLE_LIMIT = 100;
 
 /** Zero counts. */
 export function emptyCounts(): SyncCounts {
-  return { created: 0, updated: 0, deleted: 0, deletionsRecorded: 0, skipped: 0, failed: 0, refused: 0, bytes: 0 };
+  return {
+    created: 0,
+    updated: 0,
+    deleted: 0,
+    deletionsRecorded: 0,
+    skipped: 0,
+    failed: 0,
+    refused: 0,
+    excluded: 0,
+    bytes: 0,
+  };
 }
 
 /** True when the operation changed the local copy (or would have, in a dry run). */
