@@ -15,6 +15,7 @@ import { parseDuration, positiveInteger } from './options.js';
 import { ResourceSyncError } from '../core/errors.js';
 import { type DirectorySource, openDirectorySource } from '../source/index.js';
 import { EXIT } from './exit.js';
+import { checkStateDir } from './serve.js';
 
 /** Options of {@link runPublish}. */
 export interface PublishOptions {
@@ -87,6 +88,7 @@ export async function runPublish(options: PublishOptions): Promise<number> {
         cause: e,
       });
     }
+    await checkStateDir(stateDir, options.stateDir !== undefined);
     const limits = {
       ...(options.maxEntries === undefined ? {} : { maxEntriesPerDocument: options.maxEntries }),
       ...(options.dumpMaxBytes === undefined ? {} : { dumpMaxBytes: options.dumpMaxBytes }),

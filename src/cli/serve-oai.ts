@@ -5,8 +5,7 @@
  *
  * @module
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { ResourceSyncError } from '../core/errors.js';
 import { attachSourceNotifications, type SourceNotifications } from '../hub/attach.js';
@@ -63,7 +62,7 @@ function summary(r: HarvestReport): string {
  */
 export async function runOaiSource(o: OaiSourceOptions): Promise<void> {
   const stateDir = resolve(o.stateDir ?? DEFAULT_OAI_STATE_DIR);
-  await checkStateDir(stateDir);
+  await checkStateDir(stateDir, o.stateDir !== undefined);
   const baseUrlGiven = o.baseUrl === undefined ? undefined : checkBaseUrl(o.baseUrl);
   const print = (obj: Record<string, unknown>, text: string): void => {
     process.stdout.write(o.json ? `${JSON.stringify(obj)}\n` : `${text}\n`);
@@ -79,7 +78,8 @@ export async function runOaiSource(o: OaiSourceOptions): Promise<void> {
     rejectSite = rej;
   });
   sitePromise.catch(() => {}); // the server only needs to know it failed
-  const gzipDir = await mkdtemp(join(tmpdir(), 'resourcesync-gzip-'));
+  // In the state directory, not /tmp (emptied at start, removed at stop).
+  const gzipDir = join(stateDir, 'gzip-cache');
   const gzipCache = await openGzipCache({ dir: gzipDir, onError: (e) => warn(`gzip cache: ${String(e)}`) });
   const server = createSourceServer(sitePromise, {
     gzipCache,

@@ -5,13 +5,13 @@
  * @module
  */
 import { constants as fsConstants } from 'node:fs';
-import { access, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { access, mkdir, rm, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import { ResourceSyncError } from '../core/errors.js';
 import { fileSource, openDocument } from '../xml/index.js';
 import { type DirectorySource, type DirectorySourceOptions, openDirectorySource } from '../source/index.js';
+import { defaultStateDir } from '../source/directory.js';
 import { openGzipCache } from '../source/http/gzip-cache.js';
 import { createSourceServer, type RequestLogEntry } from '../source/server.js';
 import { attachSourceNotifications, type SourceNotifications } from '../hub/attach.js';
@@ -153,8 +153,11 @@ async function checkCollectionDir(dir: string): Promise<void> {
   if (!st.isDirectory()) throw new ResourceSyncError('RS_CONFIG', `${dir} is not a directory`);
 }
 
-/** The state directory must be creatable and writable (a read-only disk is refused up front, naming it). */
-export async function checkStateDir(dir: string): Promise<void> {
+/**
+ * The state directory must be creatable and writable (a read-only disk is refused up front, naming it and the
+ * option that chooses it: `given` false for a default the user never typed).
+ */
+export async function checkStateDir(dir: string, given = true): Promise<void> {
   try {
     await mkdir(dir, { recursive: true });
     await access(dir, fsConstants.W_OK);
@@ -166,7 +169,13 @@ export async function checkStateDir(dir: string): Promise<void> {
         : code === 'EACCES'
           ? 'is not writable'
           : `cannot be used (${code})`;
-    throw new ResourceSyncError('RS_CONFIG', `state directory ${dir} ${why}`, { cause: e });
+    throw new ResourceSyncError(
+      'RS_CONFIG',
+      given
+        ? `--state ${dir}: the state directory ${why}`
+        : `the default state directory ${dir} ${why}; choose another with --state <dir>`,
+      { cause: e },
+    );
   }
 }
 
@@ -223,7 +232,8 @@ export function waitForSignal(): Promise<void> {
 export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
   const dir = resolve(o.dir);
   await checkCollectionDir(dir);
-  if (o.stateDir !== undefined) await checkStateDir(resolve(o.stateDir));
+  const stateDir = o.stateDir === undefined ? await defaultStateDir(dir) : resolve(o.stateDir);
+  await checkStateDir(stateDir, o.stateDir !== undefined);
   const baseUrlGiven = o.baseUrl === undefined ? undefined : checkBaseUrl(o.baseUrl);
   const print = (obj: Record<string, unknown>, text: string): void => {
     process.stdout.write(o.json ? `${JSON.stringify(obj)}\n` : `${text}\n`);
@@ -240,8 +250,9 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
     rejectSite = rej;
   });
   sitePromise.catch(() => {}); // handled below; the server only needs to know it failed
-  // Compressed copies of documents live in a temporary directory for the life of the server.
-  const gzipDir = await mkdtemp(join(tmpdir(), 'resourcesync-gzip-'));
+  // Compressed copies of documents live in the state directory (emptied at start and removed at stop; nothing
+  // is left in /tmp, and a killed server's copies go with its state).
+  const gzipDir = join(stateDir, 'gzip-cache');
   const gzipCache = await openGzipCache({ dir: gzipDir, onError: (e) => warn(`gzip cache: ${String(e)}`) });
   const dropGzipCache = async () => {
     await gzipCache.close();
@@ -285,7 +296,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
       baseUrl,
       watch: false,
       onWarning: warn,
-      ...(o.stateDir === undefined ? {} : { stateDir: resolve(o.stateDir) }),
+      stateDir,
       ...(o.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
       ...(o.rescanSeconds === undefined ? {} : { rescanIntervalMs: o.rescanSeconds * 1000 }),
       limits: {

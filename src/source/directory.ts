@@ -126,6 +126,30 @@ function setResolver(sets: DirectorySourceOptions['sets']): (rel: string) => str
 
 const SET_NAME = /^[A-Za-z0-9][A-Za-z0-9._~-]*$/;
 
+/** The default state directory of a collection whose real path is `root`: `<parent>/.<name>-resourcesync`. */
+function defaultStateDirOf(root: string): string {
+  return join(dirname(root), `.${basename(root)}-resourcesync`);
+}
+
+/**
+ * The state directory {@link openDirectorySource} uses for `dir` when none is given (next to the collection,
+ * hidden). @throws ResourceSyncError `RS_CONFIG` when `dir` cannot be resolved.
+ */
+export async function defaultStateDir(dir: string): Promise<string> {
+  const dirAbs = resolve(dir);
+  try {
+    return defaultStateDirOf(await realpath(dirAbs));
+  } catch (e) {
+    throw new ResourceSyncError(
+      'RS_CONFIG',
+      `cannot read the collection directory ${dirAbs}: ${(e as Error).message}`,
+      {
+        cause: e,
+      },
+    );
+  }
+}
+
 /**
  * Opens a directory Source: checks the directory and base URL, opens (or creates) the state, and runs the
  * start-up scan (the first one is the baseline inventory; later ones record what changed while we were away).
@@ -150,7 +174,7 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
       },
     );
   }
-  const stateDir = resolve(options.stateDir ?? join(dirname(root), `.${basename(root)}-resourcesync`));
+  const stateDir = resolve(options.stateDir ?? defaultStateDirOf(root));
   try {
     await mkdir(stateDir, { recursive: true });
   } catch (e) {

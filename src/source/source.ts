@@ -654,11 +654,24 @@ export class Source {
 
   /** True when the group was built from the current version and its main document is on disk. */
   async #fresh(_key: string, group: GroupKind, setName: string | undefined, state: GroupState): Promise<boolean> {
-    let version: string;
-    if (group === 'description') version = JSON.stringify(this.#setInfos().map((s) => [s.name, s.describedBy ?? '']));
-    else if (group === 'capabilitylist') version = JSON.stringify(this.#setInfo(setName!));
-    else version = await this.#setVersion(setName!);
-    return state.version === version && (await this.#mainExists(group, setName));
+    return state.version === (await this.#versionOf(group, setName)) && (await this.#mainExists(group, setName));
+  }
+
+  /**
+   * What the documents of a generation depend on besides the store: the base URL (every URL in them: a restart
+   * with another `--base-url` or port must not serve the old ones) and the document limits (where lists split).
+   */
+  #generationKey(): string {
+    return `${this.baseUrl.href} ${this.#limits.maxEntriesPerDocument} ${this.#limits.maxBytesPerDocument}`;
+  }
+
+  /** Version of a group: the {@link #generationKey}, then what the group is built from. */
+  async #versionOf(group: GroupKind, setName: string | undefined, snap?: StoreSnapshot): Promise<string> {
+    let v: string;
+    if (group === 'description') v = JSON.stringify(this.#setInfos().map((s) => [s.name, s.describedBy ?? '']));
+    else if (group === 'capabilitylist') v = JSON.stringify(this.#setInfo(setName!));
+    else v = await this.#setVersion(setName!, snap);
+    return `${this.#generationKey()}\n${v}`;
   }
 
   #setInfos(): SetInfo[] {
@@ -688,11 +701,15 @@ export class Source {
     let version: string;
     let extra: Pick<GroupState, 'closed' | 'closedDumps' | 'openDumps'> | undefined;
     let written: string[] | undefined;
+    // Documents built for another base URL or other limits: nothing of them is reused (closed Change Lists and
+    // dump packages hold the old URLs); their files are removed below like those of any earlier generation.
+    if (state !== undefined && !state.version.startsWith(`${this.#generationKey()}\n`))
+      state = { version: state.version, files: state.files, previous: state.previous };
     if (group === 'description') {
-      version = JSON.stringify(this.#setInfos().map((s) => [s.name, s.describedBy ?? '']));
+      version = await this.#versionOf(group, undefined);
       files = await writeSourceDescription(ctx, this.#setInfos(), this.#options.describedBy);
     } else if (group === 'capabilitylist') {
-      version = JSON.stringify(this.#setInfo(setName!));
+      version = await this.#versionOf(group, setName);
       files = await writeCapabilityList(ctx, this.#setInfo(setName!));
     } else {
       const name = setName!;
@@ -700,7 +717,7 @@ export class Source {
       for (;;) {
         const snap = await this.store.snapshot();
         try {
-          version = await this.#setVersion(name, snap);
+          version = await this.#versionOf(group, name, snap);
           if (group === 'resourcelist') files = await writeResourceList(ctx, snap, name);
           else if (group === 'changelist') {
             const listPath = (n: number): string => this.layout.path(name, `changelist-${partName(n)}.xml`);
@@ -812,7 +829,7 @@ export class Source {
       if (before === undefined) return [];
       const names = (v: string): string[] => {
         try {
-          return (JSON.parse(v) as [string, string][]).map((x) => x[0]);
+          return (JSON.parse(v.slice(v.indexOf('\n') + 1)) as [string, string][]).map((x) => x[0]);
         } catch {
           return [];
         }
