@@ -16,7 +16,8 @@ import { type DocumentStream, openDocument } from '../xml/index.js';
 import { EXIT } from './exit.js';
 import { type InputOptions, isInputError, openInput, peekBytes } from './input.js';
 import { isZipHead, spoolToTempFile } from './validate-package.js';
-import { type CommandOutput, positiveInteger, processOutput, seconds } from './validate.js';
+import { type CommandOutput, processOutput } from './output.js';
+import { positiveInteger, seconds } from './validate.js';
 import { walkDocuments } from './walk.js';
 
 /** Earliest and latest of a set of datetimes, as written. */

@@ -14,7 +14,7 @@ import { type SyncEvent, type SyncSummary, hasChanges } from '../destination/eve
 import type { HttpClientOptions } from '../http/client.js';
 import { createUriFilter } from '../destination/filter.js';
 import { EXIT } from './exit.js';
-import { type CommandOutput, processOutput } from './validate.js';
+import { type CommandOutput, processOutput } from './output.js';
 
 /** Options of {@link runSync}, as parsed from the command line. */
 export interface SyncCommandOptions {
@@ -22,6 +22,8 @@ export interface SyncCommandOptions {
   readonly json?: boolean;
   /** Show a progress bar on stderr (the CLI sets it when stderr is a TTY and not --json). */
   readonly progress?: boolean;
+  /** Exit with {@link EXIT.CHANGED} (3) instead of 0 when changes were applied (`--detailed-exit-code`). */
+  readonly detailedExitCode?: boolean;
   readonly destination: Omit<DestinationOptions, 'url' | 'dir'>;
 }
 
@@ -36,11 +38,14 @@ const UNREACHABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'RS_XML_DTD',
 ]);
 
-/** The exit code of a finished run (see the help text). */
-export function exitCodeOf(s: SyncSummary): number {
+/**
+ * The exit code of a finished run (see the help text): 0 success, 1 failures or an audit that found
+ * differences; with `detailed`, 3 instead of 0 when changes were applied (or would be, in a dry run).
+ */
+export function exitCodeOf(s: SyncSummary, detailed = false): number {
   if (s.operation === 'audit') return s.inSync === true ? EXIT.OK : EXIT.FAILED;
   if (s.counts.failed + s.counts.refused > 0) return EXIT.FAILED;
-  return hasChanges(s) ? EXIT.CHANGED : EXIT.OK;
+  return detailed && hasChanges(s) ? EXIT.CHANGED : EXIT.OK;
 }
 
 /** Runs one sync and prints its summary; returns the exit code. */
@@ -75,7 +80,7 @@ export async function runSync(
     bar?.clear();
     if (options.json === true) out.stdout(`${JSON.stringify(summary, null, 2)}\n`);
     else out.stdout(formatSummary(summary));
-    return exitCodeOf(summary);
+    return exitCodeOf(summary, options.detailedExitCode === true);
   } catch (e) {
     bar?.clear();
     const rs = e instanceof ResourceSyncError ? e : undefined;
@@ -221,10 +226,11 @@ segment ("*.pdf", "drafts"); one with "/" is anchored at the root ("/docs/**/*.x
 directory covers everything below it ("/private").
 
 Exit codes:
-  0  in sync: nothing to do (audit: no difference)
-  3  changes were applied and the copy is now in sync (with --dry-run: changes would be applied)
+  0  success: the copy is in sync, whether changes were applied or not (audit: no difference;
+     --follow: stopped by Ctrl-C / SIGTERM, or its output was closed)
   1  errors: some resources failed or were refused, a gap needs a new baseline, or the audit found differences
   2  wrong arguments, or the Source cannot be reached or read (discovery failed, not ResourceSync, HTTP error)
+  3  only with --detailed-exit-code: changes were applied (with --dry-run: would be) and the copy is in sync
   130 interrupted (the state stays consistent; run again to finish)
 
 Examples:
@@ -253,6 +259,10 @@ export function register(program: Command): void {
     )
     .option('--from <datetime>', 'start the incremental run at this W3C Datetime instead of the watermark', datetime)
     .option('--json', 'print the summary as JSON')
+    .option(
+      '--detailed-exit-code',
+      'exit 3 (instead of 0) when changes were applied, or would be with --dry-run; 0 then means nothing to do',
+    )
     .option('--checksum', 'audit: recompute hashes from the files on disk')
     .option('--auto-baseline', 'run a new baseline when the Source no longer offers changes back to the watermark')
     .option(
@@ -417,6 +427,7 @@ export function register(program: Command): void {
         mode: modes[0] ?? 'auto',
         json,
         progress: !json && process.stderr.isTTY === true,
+        detailedExitCode: o['detailedExitCode'] === true,
         destination,
       });
     });

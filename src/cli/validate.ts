@@ -12,20 +12,11 @@ import type { DocumentHeader, DocumentKind, Entry } from '../core/model.js';
 import { issueFromError, type ValidationIssue, type ValidationResult, validateStream } from '../core/validate.js';
 import { openDocument } from '../xml/index.js';
 import { EXIT } from './exit.js';
+import { type CommandOutput, processOutput } from './output.js';
 import { type Input, type InputOptions, isInputError, openInput, peekBytes } from './input.js';
 import { walkDocuments } from './walk.js';
 
-/** Where a command writes; tests pass their own. */
-export interface CommandOutput {
-  readonly stdout: (text: string) => void;
-  readonly stderr: (text: string) => void;
-}
-
-/** The process's stdout and stderr. */
-export const processOutput: CommandOutput = {
-  stdout: (t) => void process.stdout.write(t),
-  stderr: (t) => void process.stderr.write(t),
-};
+export { type CommandOutput, processOutput } from './output.js';
 
 /** Every document kind, for `--expect`. */
 export const DOCUMENT_KINDS: readonly DocumentKind[] = [
@@ -329,7 +320,7 @@ ${EXIT_HELP}`,
     )
     .action(async (inputs: string[], o: Record<string, unknown>, command: Command) => {
       if (o['listRules'] === true) {
-        process.stdout.write(formatRules(o['json'] === true));
+        processOutput.stdout(formatRules(o['json'] === true));
         process.exitCode = EXIT.OK;
         return;
       }

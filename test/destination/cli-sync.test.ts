@@ -67,12 +67,13 @@ describe('resourcesync sync (CLI)', { timeout: 60_000 }, () => {
       '--no-dumps',
       '--allow-host',
       'Exit codes',
-      '  3  changes',
+      '  3  only with --detailed-exit-code',
+      '--detailed-exit-code',
     ])
       assert.ok(r.stdout.includes(s), s);
   });
 
-  it('exit codes: 3 after changes, 0 when nothing to do, 0/1 for audits, 1 for failures, 2 for an unreachable Source', async () => {
+  it('exit codes: 0 after changes (3 with --detailed-exit-code), 0 when nothing to do, 0/1 for audits, 1 for failures, 2 for an unreachable Source', async () => {
     const resources = makeResources(8, 100, 'cli');
     src.publishResourceList(resources, AT, 2);
     src.publishChangeLists([{ from: AT, changes: [] }]);
@@ -80,10 +81,12 @@ describe('resourcesync sync (CLI)', { timeout: 60_000 }, () => {
     const url = src.url('/');
     // Dry run first: reports, writes nothing.
     let c = capture();
-    assert.equal(await runSync(url, dir, opts('auto', { dryRun: true }), c.out), 3);
+    assert.equal(await runSync(url, dir, { ...opts('auto', { dryRun: true }), detailedExitCode: true }, c.out), 3);
     assert.equal(JSON.parse(c.text()).counts.created, 8);
     c = capture();
-    assert.equal(await runSync(url, dir, { ...opts('auto'), progress: true }, c.out), 3);
+    assert.equal(await runSync(url, dir, opts('auto', { dryRun: true }), c.out), 0, 'success is 0 by default');
+    c = capture();
+    assert.equal(await runSync(url, dir, { ...opts('auto'), progress: true }, c.out), 0);
     assert.match(c.err(), /\rbaseline .*resources/, 'a progress line on stderr');
     assert.ok(c.err().endsWith('\r\x1b[K'), 'the progress line is cleared before the summary');
     const s = JSON.parse(c.text());
@@ -132,8 +135,30 @@ describe('resourcesync sync (CLI)', { timeout: 60_000 }, () => {
         src.url('/capabilitylist.xml'),
         d2,
       ]);
-      assert.equal(r.code, 3, r.stderr);
+      assert.equal(r.code, 0, r.stderr);
       assert.equal(JSON.parse(r.stdout).counts.created, 3);
+      // `&&` sees a successful sync as success; --detailed-exit-code tells changes (3) from none (0).
+      const chained = await runCli(['sync', '--baseline', '--no-dumps', src.url('/capabilitylist.xml'), d2]);
+      assert.equal(chained.code, 0, chained.stdout + chained.stderr);
+      src.publishResourceList(makeResources(3, 10, 'cmd-v2'), AT, 1);
+      const detailed = await runCli([
+        'sync',
+        '--baseline',
+        '--detailed-exit-code',
+        '--no-dumps',
+        src.url('/capabilitylist.xml'),
+        d2,
+      ]);
+      assert.equal(detailed.code, 3, detailed.stderr);
+      const none = await runCli([
+        'sync',
+        '--baseline',
+        '--detailed-exit-code',
+        '--no-dumps',
+        src.url('/capabilitylist.xml'),
+        d2,
+      ]);
+      assert.equal(none.code, 0, none.stderr);
       const bad = await runCli(['sync', '--baseline', '--audit', src.url('/'), d2]);
       assert.equal(bad.code, 2);
       const badFrom = await runCli(['sync', '--from', 'last tuesday', src.url('/'), d2]);
