@@ -25,6 +25,7 @@ const commands: ReadonlyArray<readonly [name: string, load: () => Promise<{ regi
   ['inspect', () => import('./inspect.js')],
   ['publish', () => import('./publish.js')],
   ['sync', () => import('./sync.js')],
+  ['explore', () => import('./explore.js')],
 ];
 
 /** The modules to load for `argv`: the named subcommand's alone when argv names one, else all. */
