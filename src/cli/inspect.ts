@@ -18,7 +18,7 @@ import { type InputOptions, isInputError, openInput, peekBytes } from './input.j
 import { isZipHead, spoolToTempFile } from './validate-package.js';
 import { type CommandOutput, processOutput } from './output.js';
 import { positiveInteger, seconds } from './validate.js';
-import { walkDocuments } from './walk.js';
+import { printDiscovery, walkDocuments } from './walk.js';
 
 /** Earliest and latest of a set of datetimes, as written. */
 export interface TimeRange {
@@ -183,7 +183,10 @@ async function inspectWalk(
   out: CommandOutput,
 ): Promise<number> {
   let code: number = EXIT.OK;
-  const walk = walkDocuments(arg, options);
+  const walk = walkDocuments(arg, {
+    ...options,
+    onDiscovery: (r) => printDiscovery(r, options.json === true, out),
+  });
   for await (const d of walk.documents) {
     const indent = '  '.repeat(d.depth);
     const o = d.outcome;
@@ -219,7 +222,10 @@ export function register(program: Command): void {
     )
     .argument('<input>', 'a file or an http(s) URL')
     .option('--json', 'print the summary as one JSON object')
-    .option('--walk', 'list every document the input leads to, as a tree (kind, entries, errors, warnings)')
+    .option(
+      '--walk',
+      "list every document the input leads to, as a tree (kind, entries, errors, warnings); a URL that is not a ResourceSync document (a Source's root, a web page, robots.txt) is discovered from as sync does",
+    )
     .option('--max-documents <n>', 'most documents visited with --walk (default: 100)', positiveInteger)
     .option('--timeout <seconds>', 'URL connect and response-headers timeout (default: 10)', seconds)
     .option('--body-timeout <seconds>', 'URL body idle timeout (default: 30)', seconds)

@@ -14,7 +14,7 @@ import { openDocument } from '../xml/index.js';
 import { EXIT } from './exit.js';
 import { type CommandOutput, processOutput } from './output.js';
 import { type Input, type InputOptions, isInputError, openInput, peekBytes } from './input.js';
-import { walkDocuments } from './walk.js';
+import { printDiscovery, walkDocuments } from './walk.js';
 
 export { type CommandOutput, processOutput } from './output.js';
 
@@ -240,7 +240,7 @@ export async function runValidate(
       report(await validateInput(arg, options));
       continue;
     }
-    const walk = walkDocuments(arg, options);
+    const walk = walkDocuments(arg, { ...options, onDiscovery: (r) => printDiscovery(r, json, out) });
     for await (const d of walk.documents) {
       documents++;
       report(d.outcome, { depth: d.depth, ...(d.context === undefined ? {} : { parent: d.context.parentUrl }) });
@@ -303,7 +303,7 @@ export function register(program: Command): void {
     .option('--strict', 'warnings make a document invalid too')
     .option(
       '--walk',
-      'also validate every document each input leads to (Capability Lists, capability documents, index members, dump manifests), and the links between them',
+      "also validate every document each input leads to (Capability Lists, capability documents, index members, dump manifests), and the links between them; a URL that is not a ResourceSync document (a Source's root, a web page, robots.txt) is discovered from as sync does",
     )
     .option('--max-documents <n>', 'most documents visited per input with --walk (default: 100)', positiveInteger)
     .option('--timeout <seconds>', 'URL connect and response-headers timeout (default: 10)', seconds)

@@ -272,6 +272,8 @@ export class Destination {
         if (ctxOptions.durability === 'batch') prepareSyncFileSystem();
       }
       let ctx = makeCtx(op);
+      // Discovery's choices (e.g. a plain Sitemap passed over for a ResourceSync document) are the run's warnings.
+      for (const w of discovered.warnings ?? []) ctx.warn('RS_DISCOVERY', w);
       this.emit({ type: 'start', operation: op, source: o.url, dryRun });
       let via: string[] = [];
       let watermarkAfter = watermark?.at;

@@ -39,6 +39,10 @@ export interface DiscoveryResult {
   readonly direct?: { readonly url: string; readonly kind: DocumentKind };
   /** What was fetched, in order, with what it turned out to be (for `--verbose` and error messages). */
   readonly tried: readonly string[];
+  /** What the URL given turned out to be, when it was a document (absent: not a ResourceSync / Sitemap document). */
+  readonly start?: { readonly url: string; readonly kind: DocumentKind };
+  /** Choices a user should know of, e.g. a plain Sitemap passed over for a ResourceSync document. */
+  readonly warnings?: readonly string[];
 }
 
 /** Options of {@link discover}. */
@@ -380,6 +384,9 @@ export async function discover(
   options: DiscoverOptions = {},
 ): Promise<DiscoveryResult> {
   const tried: string[] = [];
+  const warnings: string[] = [];
+  /** What the URL given turned out to be (set by the first probe). */
+  let startKind: { url: string; kind: DocumentKind } | undefined;
   const visited = new Set<string>();
   /** Origins that failed at the network level: not tried again. */
   const deadOrigins = new Set<string>();
@@ -488,12 +495,26 @@ export async function discover(
     const probe = await fetchProbe(target);
     if (probe === undefined || probe.type === 'failed') return undefined;
     if (probe.type === 'links') {
+      // A robots.txt or page may name plain Sitemaps (no rs:md) before the ResourceSync documents: those are
+      // preferred; a plain Sitemap is used only when nothing else leads to ResourceSync.
+      let plain: DiscoveryResult | undefined;
       for (const next of [...probe.links, ...probe.sitemaps]) {
         const r = await resolveUrl(next, depth + 1);
-        if (r !== undefined) return r;
+        if (r === undefined) continue;
+        if (!isPlainSitemap(r)) {
+          if (plain?.direct !== undefined)
+            warnings.push(`${probe.url}: passed over the plain Sitemap ${plain.direct.url} (no rs:md) for ${next}`);
+          return r;
+        }
+        plain ??= r;
       }
-      return undefined;
+      if (plain?.direct !== undefined)
+        warnings.push(
+          `${probe.url}: no ResourceSync document found; using the plain Sitemap ${plain.direct.url} as a Resource List`,
+        );
+      return plain;
     }
+    if (depth === 0 && startKind === undefined) startKind = { url: probe.url, kind: probe.doc.header.kind };
     return fromDocument(probe.url, probe.doc, depth);
   };
 
@@ -599,9 +620,16 @@ export async function discover(
       : { url: capUrl, name, capabilities, header: doc.header };
   };
 
-  // 1. The URL itself.
+  /** The result with what the URL was and the warnings. */
+  const finish = (r: DiscoveryResult): DiscoveryResult => ({
+    ...r,
+    tried,
+    ...(startKind === undefined ? {} : { start: startKind }),
+    ...(warnings.length === 0 ? {} : { warnings }),
+  });
+  // 1. The URL itself (a plain Sitemap given as such is used; one reached from a page only when nothing better).
   const start = await resolveUrl(url, 0);
-  if (start !== undefined) return start;
+  if (start !== undefined && !(isPlainSitemap(start) && startKind === undefined)) return finish(start);
   // 2. Well-known URIs under the path, then at the host root; 3. robots.txt at the host root.
   let u: URL;
   try {
@@ -613,11 +641,20 @@ export async function discover(
   const fallbacks: string[] = [];
   if (dirPath !== '/') fallbacks.push(new URL(`${dirPath.replace(/\/$/, '')}${WELL_KNOWN_PATH}`, u.origin).href);
   fallbacks.push(new URL(WELL_KNOWN_PATH, u.origin).href, new URL('/robots.txt', u.origin).href);
+  let plain = start;
   for (const f of fallbacks) {
-    const r = await resolveUrl(f, 0);
-    if (r !== undefined) return r;
+    const r = await resolveUrl(f, 1);
+    if (r === undefined) continue;
+    if (!isPlainSitemap(r)) return finish(r);
+    plain ??= r;
   }
+  if (plain !== undefined) return finish(plain);
   throw new ResourceSyncError('RS_DISCOVERY', `no ResourceSync document found; tried: ${tried.join('; ')}`, { url });
+}
+
+/** A result that is a Sitemap without ResourceSync metadata (used only when nothing better is found). */
+function isPlainSitemap(r: DiscoveryResult): boolean {
+  return r.set === undefined && (r.direct?.kind === 'sitemap' || r.direct?.kind === 'sitemap-index');
 }
 
 async function readEntries(doc: DocumentStream, url: string): Promise<Entry[]> {
