@@ -253,11 +253,18 @@ export function storeConformance(factory: StoreFactory): void {
 
     it('dates changes after the `at` of every snapshot taken before them, however quickly they follow', async () => {
       await withStore(factory, async ({ store }) => {
-        for (let i = 0; i < 20; i++) {
-          const snap = await store.snapshot();
-          const [c] = await store.recordChanges([created(`r${i}`)]);
-          await snap.close();
-          assert.ok(c!.datetimeMs > snap.atMs, `change ${i}: ${c!.datetimeMs} <= at ${snap.atMs}`);
+        const realNow = Date.now;
+        const t = realNow();
+        try {
+          Date.now = () => t; // a clock that stands still: same-millisecond snapshots and changes
+          for (let i = 0; i < 20; i++) {
+            const snap = await store.snapshot();
+            const [c] = await store.recordChanges([created(`r${i}`)]);
+            await snap.close();
+            assert.ok(c!.datetimeMs > snap.atMs, `change ${i}: ${c!.datetimeMs} <= at ${snap.atMs}`);
+          }
+        } finally {
+          Date.now = realNow;
         }
       });
     });
