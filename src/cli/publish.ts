@@ -23,6 +23,8 @@ export interface PublishOptions {
   readonly out: string;
   readonly baseUrl: string;
   readonly stateDir?: string;
+  /** `--store`: a postgres:// URL (default: RESOURCESYNC_STORE, else SQLite in the state directory). */
+  readonly store?: string;
   readonly sets?: 'top-level' | 'single';
   readonly maxEntries?: number;
   readonly dumpMaxBytes?: number;
@@ -100,6 +102,7 @@ export async function runPublish(options: PublishOptions): Promise<number> {
       dir: options.dir,
       baseUrl: options.baseUrl,
       stateDir,
+      ...(options.store === undefined ? {} : { store: options.store }),
       siteDir: out,
       scanOnOpen: false,
       limits,
@@ -252,6 +255,10 @@ export function register(program: Command): void {
       '--state <dir>',
       'state directory (store, kept versions); default: .<out-name>.resourcesync-state next to --out',
     )
+    .option(
+      '--store <url>',
+      'keep the inventory and change log in PostgreSQL: postgres://user@host:port/db?schema=name (default: $RESOURCESYNC_STORE, else SQLite in --state)',
+    )
     .addOption(
       new Option('--sets <mode>', 'sets of resources: one for everything, or one per top-level folder')
         .choices(['single', 'top-level'])
@@ -276,6 +283,7 @@ export function register(program: Command): void {
         out: o['out'] as string,
         baseUrl: o['baseUrl'] as string,
         ...(typeof o['state'] === 'string' ? { stateDir: o['state'] } : {}),
+        ...(typeof o['store'] === 'string' ? { store: o['store'] } : {}),
         sets: o['sets'] === 'top-level' ? 'top-level' : 'single',
         ...(typeof o['maxEntries'] === 'number' ? { maxEntries: o['maxEntries'] } : {}),
         ...(typeof o['dumpMaxBytes'] === 'number' ? { dumpMaxBytes: o['dumpMaxBytes'] } : {}),

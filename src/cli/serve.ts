@@ -26,6 +26,8 @@ export interface LiveSourceOptions {
   readonly host: string;
   readonly baseUrl?: string;
   readonly stateDir?: string;
+  /** `--store`: a postgres:// URL (default: RESOURCESYNC_STORE, else SQLite in the state directory). */
+  readonly store?: string;
   readonly sets?: 'top-level';
   readonly watch: boolean;
   readonly rescanSeconds?: number;
@@ -69,6 +71,7 @@ interface ServeCliOptions {
   readonly port: string;
   readonly host: string;
   readonly state?: string;
+  readonly store?: string;
   readonly sets?: string;
   readonly htmlLinks?: boolean;
   readonly watch: boolean;
@@ -297,6 +300,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
       watch: false,
       onWarning: warn,
       stateDir,
+      ...(o.store === undefined ? {} : { store: o.store }),
       ...(o.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
       ...(o.rescanSeconds === undefined ? {} : { rescanIntervalMs: o.rescanSeconds * 1000 }),
       limits: {
@@ -406,6 +410,10 @@ export function register(program: Command): void {
     .option('--port <n>', 'port to listen on (0 = any free port)', '8080')
     .option('--host <addr>', 'address to listen on', '127.0.0.1')
     .option('--state <dir>', 'where the inventory and change log are kept (default: next to <dir>)')
+    .option(
+      '--store <url>',
+      'keep the inventory and change log in PostgreSQL, shared by several serve processes: postgres://user@host:port/db?schema=name (default: $RESOURCESYNC_STORE, else SQLite in --state)',
+    )
     .option('--sets <mode>', 'resource sets: "top-level" gives one Capability List per top-level folder')
     // Kept so that scripts using it still run: HTML is served unaltered (see the warning).
     .addOption(new Option('--html-links').hideHelp())
@@ -517,6 +525,7 @@ export function register(program: Command): void {
         ...(opts.describedBy === undefined ? {} : { describedBy: opts.describedBy }),
         ...(opts.index === undefined ? {} : { directoryIndex: opts.index }),
         ...(opts.state === undefined ? {} : { stateDir: opts.state }),
+        ...(opts.store === undefined ? {} : { store: opts.store }),
         ...(opts.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
         ...(opts.rescan === undefined ? {} : { rescanSeconds: parseWholeNumber('rescan', opts.rescan, 1, 86_400) }),
         ...(opts.changelistMaxEntries === undefined ? {} : { changeListMaxEntries: opts.changelistMaxEntries }),

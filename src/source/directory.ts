@@ -29,7 +29,7 @@ import {
   type SourceOptions,
 } from './source.js';
 import { RecordCache } from './record-cache.js';
-import { openSqliteStore } from './sqlite-store.js';
+import { openStore } from './open-store.js';
 import type { ChangeInput, ResourceRecord, SourceStore } from './store.js';
 import { startWatching, type WatchHandle } from './watch.js';
 
@@ -50,6 +50,11 @@ export interface DirectorySourceOptions {
   readonly baseUrl: string;
   /** State directory (store, blobs, generated documents). Default `<dir>/../.<name>-resourcesync`. */
   readonly stateDir?: string;
+  /**
+   * The inventory and change log: a `postgres://…?schema=name` URL (shared by several processes), or `sqlite`
+   * (the file in the state directory). Default: `RESOURCESYNC_STORE`, else SQLite. See {@link openStore}.
+   */
+  readonly store?: string;
   /** Sets: configured list, or `'top-level'` (one per top-level folder; top-level files go to `default`). */
   readonly sets?: readonly SetConfig[] | 'top-level';
   readonly limits?: SourceLimits;
@@ -188,7 +193,7 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
       if (!SET_NAME.test(s.name))
         throw new ResourceSyncError('RS_CONFIG', `set name ${JSON.stringify(s.name)} is not a safe path segment`);
   const onWarning = options.onWarning ?? (() => undefined);
-  const store = await openSqliteStore({ path: join(stateDir, 'source.db') });
+  const store = await openStore(options.store, stateDir);
   try {
     const blobs = await BlobStore.open({
       dir: join(stateDir, 'blobs'),

@@ -45,6 +45,8 @@ export {
   type SourceLimits,
   type SourceOptions,
 } from './source.js';
+export { openPgStore, openStore, STORE_ENV } from './open-store.js';
+export type { PgStore, PgStoreOptions } from './pg-store.js';
 export { openSqliteStore, type SqliteStoreOptions } from './sqlite-store.js';
 export type {
   ChangeInput,

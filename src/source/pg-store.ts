@@ -239,11 +239,16 @@ export async function openPgStore(options: PgStoreOptions): Promise<PgStore> {
     max: options.poolSize ?? 4,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
     idleTimeoutMillis: 30_000,
+    // Idle connections do not keep the process alive (a CLI run ends when its work does).
+    allowExitOnIdle: true,
     types: TYPES,
-    application_name: 'resourcesync',
+    // Names the Source, so an operator (or a test) can tell its connections apart in pg_stat_activity.
+    application_name: `resourcesync ${schema}`.slice(0, 63),
   });
-  // An idle connection that breaks emits here; the next call gets a new one.
+  // A connection that breaks (server restart, network cut) emits 'error', idle in the pool or checked out between
+  // queries; the query that uses it next fails and is retried on a new one, so the event itself is not needed.
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   const store = new PgStore(pool, schema, location, options);
   try {
     await store.init(options.readonly === true);

@@ -29,7 +29,7 @@ export function freshSchema(): string {
   return `${RUN}_${++counter}`;
 }
 
-/** Opens a store in a fresh schema of the test server. */
+/** Opens a store in a fresh schema of the test server; `drop` closes it and drops the schema. */
 export async function openTestPgStore(
   options: Omit<PgStoreOptions, 'url'> = {},
 ): Promise<{ store: PgStore; schema: string; drop: () => Promise<void> }> {
@@ -40,6 +40,7 @@ export async function openTestPgStore(
     store,
     schema,
     drop: async () => {
+      await store.close();
       const admin = await openPgStore({ url: PG_URL!, schema, readonly: true }).catch(() => undefined);
       if (admin !== undefined) await admin.dropSchema();
     },

@@ -1,0 +1,187 @@
+/**
+ * What only the PostgreSQL store does (the shared behaviour is in store-conformance): schema versions, lost
+ * connections, bad URLs, and `publish --store` / RESOURCESYNC_STORE. Skipped without RESOURCESYNC_TEST_PG.
+ */
+import assert from 'node:assert/strict';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import pg from 'pg';
+import { runPublish } from '../../src/cli/publish.js';
+import { isResourceSyncError } from '../../src/core/errors.js';
+import { openStore } from '../../src/source/open-store.js';
+import { SCHEMA_VERSION } from '../../src/source/pg/migrations.js';
+import { openPgStore } from '../../src/source/pg-store.js';
+import { tempDir } from './helpers.js';
+import { freshSchema, openTestPgStore, PG_SKIP, PG_URL } from './pg-helpers.js';
+
+/** Runs `sql` on a connection of its own. */
+async function admin<T extends pg.QueryResultRow>(sql: string, values?: unknown[]): Promise<T[]> {
+  const c = new pg.Client({ connectionString: PG_URL });
+  await c.connect();
+  try {
+    return (await c.query<T>(sql, values)).rows;
+  } finally {
+    await c.end();
+  }
+}
+
+/** Ends every server connection of the store of `schema` (as a restart or a network cut would). */
+async function cutConnections(schema: string): Promise<number> {
+  const rows = await admin<{ n: number }>(
+    'SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1',
+    [`resourcesync ${schema}`.slice(0, 63)],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+describe('PostgreSQL store', { skip: PG_SKIP }, () => {
+  it('refuses a schema written by a newer resourcesync, and leaves it as it is', async () => {
+    const { store, schema, drop } = await openTestPgStore();
+    try {
+      await store.recordChanges([{ uri: 'a', change: 'created', setName: 's', length: 1 }]);
+      assert.equal(await store.schemaVersion(), SCHEMA_VERSION);
+      await store.close();
+      await admin(
+        `INSERT INTO "${schema}".schema_migrations (version, description, applied_ms) VALUES ($1, 'future', 0)`,
+        [SCHEMA_VERSION + 1],
+      );
+      await assert.rejects(openPgStore({ url: PG_URL!, schema }), (e) => {
+        assert.ok(isResourceSyncError(e, 'RS_STORE'), String(e));
+        assert.match(e.message, new RegExp(`schema ${schema}.*version ${SCHEMA_VERSION + 1}.*newer resourcesync`));
+        assert.ok(!e.message.includes('password'));
+        return true;
+      });
+      const rows = await admin<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".changes`);
+      assert.equal(rows[0]?.n, 1, 'the newer schema is not touched');
+    } finally {
+      await drop();
+    }
+  });
+
+  it('migrates a new schema once when several processes open it at once', async () => {
+    const schema = freshSchema();
+    const stores = await Promise.all(Array.from({ length: 4 }, () => openPgStore({ url: PG_URL!, schema })));
+    try {
+      const rows = await admin<{ version: number }>(`SELECT version FROM "${schema}".schema_migrations ORDER BY 1`);
+      assert.deepEqual(
+        rows.map((r) => r.version),
+        Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1),
+      );
+    } finally {
+      for (const s of stores.slice(1)) await s.close();
+      await stores[0]!.dropSchema();
+    }
+  });
+
+  it('names what is wrong with a store URL', async () => {
+    await assert.rejects(openStore('mysql://localhost/x', '/nonexistent'), (e) => isResourceSyncError(e, 'RS_CONFIG'));
+    await assert.rejects(openPgStore({ url: PG_URL!, schema: 'Bad-Name' }), (e) => {
+      assert.ok(isResourceSyncError(e, 'RS_CONFIG'));
+      assert.match(e.message, /"Bad-Name"/);
+      return true;
+    });
+    await assert.rejects(openPgStore({ url: 'postgres://secret:hunter2@127.0.0.1:1/test', retryMs: 300 }), (e) => {
+      assert.ok(isResourceSyncError(e, 'RS_STORE'));
+      assert.match(e.message, /127\.0\.0\.1:1\/test \(schema resourcesync\).*retried for 300 ms/);
+      assert.ok(!e.message.includes('hunter2'), 'the password is not shown');
+      return true;
+    });
+  });
+
+  it('carries on over a lost connection, recording each batch once', async () => {
+    const { store, schema, drop } = await openTestPgStore();
+    try {
+      await store.recordChanges([{ uri: 'a', change: 'created', setName: 's', length: 1 }]);
+      for (let round = 0; round < 5; round++) {
+        assert.ok((await cutConnections(schema)) > 0, 'the pool had a connection to cut');
+        const [c] = await store.recordChanges([{ uri: `b${round}`, change: 'created', setName: 's', length: 1 }]);
+        assert.equal(c!.seq, round + 2);
+        await cutConnections(schema);
+        assert.equal((await store.getResource(`b${round}`))?.length, 1);
+      }
+      // Cuts while batches are in flight: each batch is in the log once, whatever the cut hit.
+      const writes = Array.from({ length: 30 }, (_, i) =>
+        store.recordChanges([{ uri: `c${i}`, change: 'created', setName: 's', length: 1 }]),
+      );
+      for (let i = 0; i < 3; i++) await cutConnections(schema);
+      const results = await Promise.all(writes);
+      const snap = await store.snapshot();
+      const uris: string[] = [];
+      try {
+        for await (const c of snap.changes()) uris.push(c.uri);
+      } finally {
+        await snap.close();
+      }
+      assert.equal(uris.length, 1 + 5 + 30);
+      assert.equal(new Set(uris).size, uris.length, 'no batch recorded twice');
+      assert.deepEqual(
+        results.map((r) => r[0]!.uri),
+        writes.map((_, i) => `c${i}`),
+      );
+    } finally {
+      await drop();
+    }
+  });
+
+  it('fails with a clear error once the server has been gone longer than the retry bound', async () => {
+    // A server that accepts connections and closes them at once stands for one that went away.
+    const net = await import('node:net');
+    const server = net.createServer((s) => s.destroy());
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const started = Date.now();
+      await assert.rejects(openPgStore({ url: `postgres://postgres@127.0.0.1:${port}/test`, retryMs: 500 }), (e) => {
+        assert.ok(isResourceSyncError(e, 'RS_STORE'), String(e));
+        assert.match(e.message, new RegExp(`127\\.0\\.0\\.1:${port}/test.*retried for 500 ms`));
+        return true;
+      });
+      assert.ok(Date.now() - started < 30_000, 'the bound holds');
+    } finally {
+      server.close();
+    }
+  });
+
+  it('publishes from a PostgreSQL store (--store), and a second run records what changed', async () => {
+    const { dir, cleanup } = await tempDir();
+    const schema = freshSchema();
+    const url = new URL(PG_URL!);
+    url.searchParams.set('schema', schema);
+    try {
+      const coll = join(dir, 'coll');
+      await mkdir(coll, { recursive: true });
+      for (let i = 0; i < 3; i++) await writeFile(join(coll, `${i}.txt`), `v1 ${i}`);
+      const out = join(dir, 'site');
+      const err: string[] = [];
+      const base = {
+        dir: coll,
+        out,
+        baseUrl: 'https://example.org/data/',
+        store: url.href,
+        stdout: () => {},
+        stderr: (t: string) => void err.push(t),
+        progress: false,
+      };
+      assert.equal(await runPublish(base), 0, err.join(''));
+      await writeFile(join(coll, '1.txt'), 'v2');
+      assert.equal(await runPublish(base), 0, err.join(''));
+      const store = await openPgStore({ url: url.href });
+      try {
+        assert.equal(await store.countResources(), 3);
+        const snap = await store.snapshot();
+        const log: string[] = [];
+        try {
+          for await (const c of snap.changes()) log.push(`${c.change} ${c.uri}`);
+        } finally {
+          await snap.close();
+        }
+        assert.deepEqual(log, ['updated 1.txt']);
+      } finally {
+        await store.dropSchema();
+      }
+    } finally {
+      await cleanup();
+    }
+  });
+});
