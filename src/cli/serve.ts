@@ -49,6 +49,8 @@ export interface LiveSourceOptions {
   readonly until?: Promise<void>;
   /** Change notifications on WebSocket channels (default true; issue 5). */
   readonly notify?: boolean;
+  /** Serve the explorer of this Source at `/explorer/` (default true; `src/web/mount.ts`). */
+  readonly explorer?: boolean;
   /** Run a WebSub hub at `<base>hub`, subscriptions kept in the state directory. */
   readonly hub?: boolean;
   /** Publish change notifications to this external WebSub hub instead. */
@@ -81,6 +83,7 @@ interface ServeCliOptions {
   readonly describedBy?: string;
   readonly index?: string;
   readonly notify: boolean;
+  readonly explorer: boolean;
   readonly hub?: boolean;
   readonly hubUrl?: string;
   readonly changelistMaxEntries?: number;
@@ -291,6 +294,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
   }
   let site: DirectorySource | undefined;
   let notifications: SourceNotifications | undefined;
+  let explorer: { readonly url: string; close(): Promise<void> } | undefined;
   try {
     const host = o.host === '0.0.0.0' || o.host === '::' ? 'localhost' : address.host;
     const baseUrl = baseUrlGiven ?? `http://${host.includes(':') ? `[${host}]` : host}:${address.port}/`;
@@ -334,6 +338,8 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
     site = await openDirectorySource(options);
     resolveSite(site);
     started = true;
+    if (o.explorer !== false)
+      explorer = (await import('../web/mount.js')).mountExplorer(server.handler, { baseUrl, listenUrl: address.url });
     if (o.notify !== false) {
       notifications = attachSourceNotifications({
         server: server.httpServer,
@@ -364,6 +370,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
           ...stats,
           channels,
           ...(hubUrl === undefined ? {} : { hub: hubUrl }),
+          ...(explorer === undefined ? {} : { explorer: explorer.url }),
         },
         '',
       );
@@ -378,6 +385,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
         ...urls.resourceLists.map((u) => `  Resource List       ${u}`),
         ...channels.map((u) => `  Change channel      ${u}`),
         ...(hubUrl === undefined ? [] : [`  WebSub hub          ${hubUrl}`]),
+        ...(explorer === undefined ? [] : [`  Explorer            ${explorer.url}`]),
         o.watch ? '  watching for changes; Ctrl-C to stop' : '  not watching (--no-watch); Ctrl-C to stop',
         ...(o.hints ?? []).map((h) => h.replaceAll('{url}', address.url)),
       ];
@@ -386,6 +394,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
     await stopSignal;
   } catch (e) {
     rejectSite(e);
+    await explorer?.close();
     await notifications?.close();
     await server.close();
     await site?.close();
@@ -393,6 +402,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
     throw e;
   }
   if (!o.json) process.stdout.write('stopping...\n');
+  await explorer?.close();
   await notifications?.close();
   await server.close();
   await site.close();
@@ -427,6 +437,7 @@ export function register(program: Command): void {
       'description of the Source (absolute, or relative to the base URL), rel="describedby"',
     )
     .option('--no-notify', 'no change notifications (WebSocket channels /resourcesync/<set>/change-notification)')
+    .option('--no-explorer', 'do not serve the explorer page at /explorer/')
     .option('--hub', 'also run a WebSub hub at <base>hub (subscriptions kept in the state directory)')
     .option('--hub-url <url>', 'publish change notifications to this external WebSub hub')
     .option(
@@ -519,6 +530,7 @@ export function register(program: Command): void {
         json: opts.json === true,
         log: opts.log === true,
         notify: opts.notify,
+        explorer: opts.explorer,
         hub: opts.hub === true,
         ...(opts.hubUrl === undefined ? {} : { hubUrl: checkHubUrl(opts.hubUrl) }),
         ...(opts.baseUrl === undefined ? {} : { baseUrl: opts.baseUrl }),

@@ -48,8 +48,8 @@ export interface ExplorerOptions {
   readonly channelHeaders?: Readonly<Record<string, string>>;
   /** Host (`host:port`) whose channels get `channelHeaders`. */
   readonly channelHost?: string;
-  /** The page's title (default "ResourceSync explorer"). */
-  readonly title?: string;
+  /** The address a channel is connected at (default: as advertised); see `mount.ts`. */
+  readonly rewriteChannel?: (url: string) => string;
 }
 
 /** A mounted explorer: its route (for {@link SourceHandler.mount}) and a way to free its client. */
@@ -205,7 +205,8 @@ export function createExplorer(options: ExplorerOptions): Explorer {
     };
     if (request.method === 'HEAD') return { status: 200, headers };
     const channelHeaders = u.host === options.channelHost ? (options.channelHeaders ?? {}) : {};
-    return { status: 200, headers, body: channelEvents(u.href, request.signal, channelHeaders) };
+    const target = options.rewriteChannel?.(u.href) ?? u.href;
+    return { status: 200, headers, body: channelEvents(target, request.signal, channelHeaders) };
   }
 
   return { route };
