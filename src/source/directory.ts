@@ -16,6 +16,7 @@ import {
 import { lstat, mkdir, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { ResourceSyncError } from '../core/errors.js';
+import { type FileLock, lockFile } from '../io/lock.js';
 import { BlobStore } from './blobs.js';
 import { fileContent } from './dumps.js';
 import { isSafeRelativePath, requestRelativePath } from './paths.js';
@@ -187,13 +188,28 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
       cause: e,
     });
   }
-  const stateReal = await realpath(stateDir);
+  // One Source per state: a second `serve` (or a `publish`) on it would record every change twice.
+  const lock = lockFile(join(stateDir, 'lock'), { what: `the state directory ${stateDir}` });
+  let stateReal: string;
+  try {
+    stateReal = await realpath(stateDir);
+  } catch (e) {
+    lock.release();
+    throw e;
+  }
   if (Array.isArray(options.sets))
     for (const s of options.sets as readonly SetConfig[])
       if (!SET_NAME.test(s.name))
         throw new ResourceSyncError('RS_CONFIG', `set name ${JSON.stringify(s.name)} is not a safe path segment`);
   const onWarning = options.onWarning ?? (() => undefined);
-  const store = await openStore(options.store, stateDir);
+  let store: SourceStore;
+  try {
+    store = await openStore(options.store, stateDir);
+  } catch (e) {
+    lock.release();
+    throw e;
+  }
+  let site: DirectorySourceImpl | undefined;
   try {
     const blobs = await BlobStore.open({
       dir: join(stateDir, 'blobs'),
@@ -213,7 +229,7 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
       if (s !== undefined && topLevel && !SET_NAME.test(s)) return undefined;
       return s;
     };
-    let site: DirectorySourceImpl | undefined;
+
     const source = await Source.open({
       store,
       baseUrl: options.baseUrl,
@@ -258,12 +274,16 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
       blobs,
       ...(options.onScanProgress === undefined ? {} : { onProgress: options.onScanProgress }),
     };
-    site = new DirectorySourceImpl(source, ctx, stateDir, options, stop);
+    site = new DirectorySourceImpl(source, ctx, stateDir, options, stop, lock);
     if (options.scanOnOpen !== false) await site.scan();
     if (options.watch === true) await site.watch();
     return site;
   } catch (e) {
-    await store.close();
+    if (site !== undefined) await site.close();
+    else {
+      await store.close();
+      lock.release();
+    }
     throw e;
   }
 }
@@ -281,6 +301,45 @@ function siteFileOf(rec: ResourceRecord, path: string, data: Buffer | undefined)
   return data === undefined
     ? { path, contentType, length: rec.length, etag, lastModified }
     : { path, contentType, length: rec.length, etag, lastModified, data };
+}
+
+/** Most warnings remembered as already said (past it, the oldest may be said again). */
+const MAX_REMEMBERED_WARNINGS = 100_000;
+
+/**
+ * Says each scan warning once: a full scan repeats every warning of the last one (the same skipped symlinks,
+ * the same unreadable folder), and only the new ones are passed on. A warning that a complete full scan no
+ * longer gives is forgotten, so it is said again if it comes back. Memory: at most
+ * {@link MAX_REMEMBERED_WARNINGS} messages (twice while a full scan runs).
+ */
+class RepeatedWarnings {
+  readonly onWarning: (message: string) => void;
+  #said = new Set<string>();
+  /** Warnings of the full scan in progress. */
+  #current: Set<string> | undefined;
+
+  constructor(onWarning: (message: string) => void) {
+    this.onWarning = onWarning;
+  }
+
+  report(message: string): void {
+    if (this.#current !== undefined && this.#current.size < MAX_REMEMBERED_WARNINGS) this.#current.add(message);
+    if (this.#said.has(message)) return;
+    if (this.#said.size >= MAX_REMEMBERED_WARNINGS) this.#said.delete(this.#said.values().next().value!);
+    this.#said.add(message);
+    this.onWarning(message);
+  }
+
+  beginScan(): void {
+    this.#current = new Set();
+  }
+
+  /** A full scan completed: what it did not warn about is forgotten (a scan that failed forgets nothing). */
+  endScan(): void {
+    if (this.#current === undefined) return;
+    if (this.#current.size < MAX_REMEMBERED_WARNINGS) this.#said = this.#current;
+    this.#current = undefined;
+  }
 }
 
 class DirectorySourceImpl implements DirectorySource {
@@ -304,6 +363,10 @@ class DirectorySourceImpl implements DirectorySource {
   #procFd = true;
 
   readonly #stop: AbortController;
+  /** Warnings of scans, each said once while it lasts. */
+  readonly #warnings: RepeatedWarnings;
+  /** The state directory's lock, released when closed. */
+  readonly #lock: FileLock;
 
   constructor(
     source: Source,
@@ -311,13 +374,17 @@ class DirectorySourceImpl implements DirectorySource {
     stateDir: string,
     options: DirectorySourceOptions,
     stop: AbortController,
+    lock: FileLock,
   ) {
     this.#stop = stop;
+    this.#lock = lock;
     this.source = source;
     this.store = source.store;
     this.root = ctx.root;
     this.stateDir = stateDir;
-    this.#ctx = ctx;
+    this.#warnings = new RepeatedWarnings(ctx.onWarning);
+    // Scans report through the filter: what a full scan found before (55 skipped symlinks) is not said again.
+    this.#ctx = { ...ctx, onWarning: (m) => this.#warnings.report(m) };
     this.#options = options;
     this.#records = new RecordCache(source.store);
     // A write through the Source other than a scan's own (recordChanges) forgets every record at once.
@@ -362,7 +429,9 @@ class DirectorySourceImpl implements DirectorySource {
   scan(): Promise<ScanStats> {
     return this.#serial(async () => {
       const baseline = (await this.store.getMeta('baseline_done')) === undefined;
+      this.#warnings.beginScan();
       const stats = await scanTree(this.#ctx, this.#record, { log: !baseline });
+      this.#warnings.endScan();
       if (baseline) await this.store.setMeta('baseline_done', String(Date.now()));
       return { ...stats, baseline };
     });
@@ -381,7 +450,8 @@ class DirectorySourceImpl implements DirectorySource {
       rescanIntervalMs: this.#options.rescanIntervalMs ?? 60_000,
       onPaths: (rels) => this.scanPaths(rels).then(() => undefined),
       onRescan: () => this.scan().then(() => undefined),
-      onWarning: this.#ctx.onWarning,
+      // The watcher's own troubles are said each time.
+      onWarning: this.#warnings.onWarning,
     });
   }
 
@@ -537,8 +607,12 @@ class DirectorySourceImpl implements DirectorySource {
     this.#stop.abort();
     await this.unwatch();
     await this.#queue;
-    await this.source.close();
-    await this.store.close();
+    try {
+      await this.source.close();
+      await this.store.close();
+    } finally {
+      this.#lock.release();
+    }
     // Lookups now reach the closed store (RS_STORE), not records cached from before.
     this.#records.invalidate();
   }

@@ -1,10 +1,12 @@
 // Redeploying a Source (issue 12): a restart with another base URL or port, a second process on the same state.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { runPublish } from '../../src/cli/publish.js';
+import { isResourceSyncError } from '../../src/core/errors.js';
 import { openDirectorySource } from '../../src/source/index.js';
 import { killChildren, runCli, waitForEvent } from '../cli/cli-child.js';
 import { crawl, tempDir } from './helpers.js';
@@ -119,6 +121,110 @@ describe('redeploying a directory Source', () => {
       r.child.kill('SIGTERM');
       assert.equal(await r.exit, 0, r.stderr());
       assert.ok(!existsSync(cache), 'removed at stop');
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it("a second serve on the same state directory is refused (exit 2) naming the first one's pid", async () => {
+    const { dir, cleanup } = await tempDir();
+    try {
+      const coll = join(dir, 'coll');
+      await mkdir(coll, { recursive: true });
+      await writeFile(join(coll, 'a.txt'), 'a');
+      const state = join(dir, 'state');
+      const args = ['serve', coll, '--port', '0', '--state', state, '--json', '--no-watch', '--no-notify'];
+      const first = runCli(args);
+      await waitForEvent(first, 'listening');
+      const second = runCli(args);
+      // Without the lock it would start serving: fail then instead of waiting for an exit that never comes.
+      const outcome = await Promise.race([
+        second.exit,
+        waitForEvent(second, 'listening').then(
+          () => 'listening',
+          () => 'exited',
+        ),
+      ]);
+      if (outcome === 'listening') second.child.kill('SIGTERM');
+      assert.equal(await second.exit, 2, second.stderr());
+      assert.ok(second.stderr().includes(`pid ${first.child.pid}`), second.stderr());
+      assert.ok(second.stderr().includes(state), second.stderr());
+      // The first one goes on serving, then stops cleanly and frees the state.
+      first.child.kill('SIGTERM');
+      assert.equal(await first.exit, 0, first.stderr());
+      const third = runCli(args);
+      await waitForEvent(third, 'listening');
+      third.child.kill('SIGTERM');
+      assert.equal(await third.exit, 0, third.stderr());
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it('in one process: a second directory Source on the same state is refused until the first is closed', async () => {
+    const { dir, cleanup } = await tempDir();
+    try {
+      const coll = join(dir, 'coll');
+      await mkdir(coll, { recursive: true });
+      await writeFile(join(coll, 'a.txt'), 'a');
+      const state = join(dir, 'state');
+      const opts = { dir: coll, baseUrl: 'http://localhost/', stateDir: state, fsync: false };
+      const first = await openDirectorySource(opts);
+      try {
+        await assert.rejects(
+          openDirectorySource(opts),
+          (e) => isResourceSyncError(e, 'RS_CONFIG') && e.message.includes(state),
+        );
+      } finally {
+        await first.close();
+      }
+      // A lock left by a process that is gone is taken over.
+      const gone = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], {
+        encoding: 'utf8',
+      });
+      await writeFile(join(state, 'lock'), `${gone.stdout}\n`);
+      const second = await openDirectorySource(opts);
+      await second.close();
+      assert.ok(!existsSync(join(state, 'lock')), 'released at close');
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it('rescans say each warning once: only new ones, and again one that went away and came back', async () => {
+    const { dir, cleanup } = await tempDir();
+    try {
+      const coll = join(dir, 'coll');
+      await mkdir(coll, { recursive: true });
+      await writeFile(join(coll, 'a.txt'), 'a');
+      for (let i = 0; i < 5; i++) await symlink(join(dir, `missing-${i}`), join(coll, `broken-${i}`));
+      const warnings: string[] = [];
+      const site = await openDirectorySource({
+        dir: coll,
+        baseUrl: 'http://localhost/',
+        stateDir: join(dir, 'state'),
+        fsync: false,
+        onWarning: (m) => void warnings.push(m),
+      });
+      try {
+        assert.equal(warnings.length, 5, warnings.join('\n'));
+        await site.scan();
+        await site.scan();
+        assert.equal(warnings.length, 5, `nothing said again: ${warnings.join('\n')}`);
+        await symlink(join(dir, 'missing-new'), join(coll, 'broken-new'));
+        await site.scan();
+        assert.equal(warnings.length, 6, warnings.join('\n'));
+        assert.match(warnings[5]!, /broken-new/);
+        await rm(join(coll, 'broken-0'));
+        await site.scan();
+        assert.equal(warnings.length, 6);
+        await symlink(join(dir, 'missing-0'), join(coll, 'broken-0'));
+        await site.scan();
+        assert.equal(warnings.length, 7, warnings.join('\n'));
+        assert.match(warnings[6]!, /broken-0/);
+      } finally {
+        await site.close();
+      }
     } finally {
       await cleanup();
     }
