@@ -9,6 +9,7 @@
  * @module
  */
 import { unlink } from 'node:fs/promises';
+import { basename } from 'node:path';
 import { formatDatetime } from '../core/datetime.js';
 import { formatHashes } from '../core/hash.js';
 import {
@@ -280,67 +281,132 @@ async function* mapYielding<T, U>(source: Iterable<T>, f: (t: T) => U): AsyncGen
   }
 }
 
-/** Files of the Change Lists that are closed and already written (never rewritten). */
-export type ClosedParts = ReadonlySet<number>;
+/**
+ * A Change List document of a closed part of the change log, as written (never rewritten): its file name in
+ * the set's directory and its entry in the Change List Index.
+ */
+export interface ChangeListDoc {
+  readonly file: string;
+  readonly from: string;
+  readonly until?: string;
+  /** Datetime of its latest change (the index entry's `<lastmod>`), when it has one. */
+  readonly lastmod?: string;
+}
+
+/** The documents of closed parts of the change log already written, by part number (never rewritten). */
+export type ClosedParts = ReadonlyMap<number, readonly ChangeListDoc[]>;
+
+/** What {@link writeChangeLists} wrote. */
+export interface ChangeListsWritten {
+  readonly files: WrittenFiles;
+  /** Documents of the closed parts, written now or before, by part number. */
+  readonly closed: Map<number, ChangeListDoc[]>;
+  readonly parts: ChangeListPart[];
+  /** True when `changelist.xml` is a plain Change List (no index). */
+  readonly plain: boolean;
+}
 
 /**
- * Writes a set's Change Lists (§12) and the Change List Index listing them: closed lists (with `until`) only
- * when missing from `closed`, the open one (no `until`) always. Entries in forward chronological order.
- * Returns the files written and the part numbers now closed and written.
+ * Writes a set's Change Lists (§12). While the change log of the set is one open part that fits one document,
+ * `changelist.xml` is that Change List itself (clients that cannot read a Change List Index, like the reference
+ * Python client, then work); once the part rotates (entries, period) or outgrows the document size limit,
+ * `changelist.xml` is the Change List Index (§12.2) of `changelist-<part>.xml`, each part split by bytes into
+ * `changelist-<part>-<k>.xml` when its changes exceed `maxBytesPerDocument` (long URIs: 50,000 changes can take
+ * more than 50 MB). Documents of closed parts are written once (those in `closed` are not written again), the
+ * open part's every time. Entries in forward chronological order.
+ *
+ * Memory: one entry plus the write buffer of one document, and one index entry per document.
  */
 export async function writeChangeLists(
   ctx: GenerationContext,
   snap: StoreSnapshot,
   setName: string,
   closed: ClosedParts,
-): Promise<{ files: WrittenFiles; closed: number[]; parts: ChangeListPart[] }> {
+): Promise<ChangeListsWritten> {
   const l = ctx.layout;
   const base = l.baseUrl;
   const parts = await snap.changeListParts(setName);
   const up = link('up', l.capabilityListUrl(setName));
   const indexLink = link('index', l.url(setName, 'changelist.xml'));
+  const mainPath = l.path(setName, 'changelist.xml');
   const files: string[] = [];
-  const nowClosed: number[] = [];
-  const indexEntries: Entry[] = [];
+  const nowClosed = new Map<number, ChangeListDoc[]>();
+  if (parts.length === 0) {
+    // No change log for the set yet: an empty Change List from now.
+    const md: Metadata = { from: formatDatetime(snap.atMs) };
+    await writeDocumentFile(mainPath, header('change-list', md, [up]), [], fsyncOpt(ctx));
+    return { files: [mainPath], closed: nowClosed, parts, plain: true };
+  }
+  // One open part: a plain Change List at changelist.xml, unless it must be split.
+  const single = parts.length === 1 && parts[0]!.untilMs === undefined;
+  const docs: ChangeListDoc[] = [];
   let after = 0;
   for (const p of parts) {
-    const file = `changelist-${partName(p.number)}.xml`;
     const isClosed = p.untilMs !== undefined;
-    const md: Metadata = { from: formatDatetime(p.fromMs) };
-    if (p.untilMs !== undefined) md.until = formatDatetime(p.untilMs);
-    const through = isClosed ? p.lastSeq : snap.head.seq;
-    /** Datetime of the list's latest change (its index entry's `<lastmod>`), undefined while it has none. */
-    let lastMs: number | undefined;
-    if (!isClosed || !closed.has(p.number)) {
-      const path = l.path(setName, file);
+    const reuse = isClosed ? closed.get(p.number) : undefined;
+    if (reuse !== undefined && reuse.length > 0) {
+      docs.push(...reuse);
+      nowClosed.set(p.number, [...reuse]);
+    } else {
+      const md: Metadata = { from: formatDatetime(p.fromMs) };
+      if (p.untilMs !== undefined) md.until = formatDatetime(p.untilMs);
+      const afterSeq = after;
+      const throughSeq = isClosed ? p.lastSeq : snap.head.seq;
+      /** Datetime of the part's latest change, undefined while it has none. */
+      let lastMs: number | undefined;
       const entries = (async function* () {
         if (p.count === 0 && isClosed) return;
-        for await (const c of snap.changes({ setName, afterSeq: after, throughSeq: through })) {
+        for await (const c of snap.changes({ setName, afterSeq, throughSeq })) {
           lastMs = c.datetimeMs;
           yield changeEntry(base, c);
         }
       })();
-      await writeDocumentFile(path, header('change-list', md, [up, indexLink]), entries, fsyncOpt(ctx));
-      files.push(path);
-    } else if (p.count > 0) {
-      // A closed list written earlier: its last change, by seq (one indexed row).
-      for await (const c of snap.changes({ setName, afterSeq: p.lastSeq - 1, throughSeq: p.lastSeq }))
-        lastMs = c.datetimeMs;
+      const first = `changelist-${partName(p.number)}.xml`;
+      const r = await writeSplitDocuments({
+        header: header('change-list', md, single ? [up] : [up, indexLink]),
+        entries,
+        dir: l.setDir(setName),
+        baseUrl: l.url(setName, ''),
+        name: (k) => (k === 1 ? first : `changelist-${partName(p.number)}-${partName(k)}.xml`),
+        indexName: 'changelist.xml',
+        singleName: single ? 'changelist.xml' : first,
+        writeIndex: false,
+        maxEntries: ctx.limits.maxEntriesPerDocument,
+        ...(ctx.limits.maxBytesPerDocument === undefined ? {} : { maxBytes: ctx.limits.maxBytesPerDocument }),
+        ...fsyncOpt(ctx),
+      });
+      files.push(...r.documents.map((d) => d.path));
+      if (single && !r.split) return { files, closed: nowClosed, parts, plain: true };
+      const written = r.documents.map((d, i): ChangeListDoc => {
+        // §7: <lastmod> of an index entry, here the latest change the list holds: a Destination that is past
+        // it can skip reading the list (an open list is rewritten on every change, so its file time says
+        // nothing). A split part's interval ends at its last change.
+        const lastmod =
+          i < r.documents.length - 1 ? d.md?.until : lastMs === undefined ? undefined : formatDatetime(lastMs);
+        const doc: { -readonly [K in keyof ChangeListDoc]: ChangeListDoc[K] } = {
+          file: basename(d.path),
+          from: d.md?.from ?? md.from!,
+        };
+        if (d.md?.until !== undefined) doc.until = d.md.until;
+        if (lastmod !== undefined) doc.lastmod = lastmod;
+        return doc;
+      });
+      docs.push(...written);
+      if (isClosed) nowClosed.set(p.number, written);
     }
-    if (isClosed) nowClosed.push(p.number);
     if (p.lastSeq > after) after = p.lastSeq;
-    const entry: Entry = { element: 'sitemap', loc: l.url(setName, file), md, links: [] };
-    // §7: <lastmod> of an index entry, here the latest change the list holds: a Destination that is past it
-    // can skip reading the list (an open list is rewritten on every change, so its file time says nothing).
-    if (lastMs !== undefined) entry.lastmod = formatDatetime(lastMs);
-    indexEntries.push(entry);
   }
-  const first = parts[0];
-  const indexMd: Metadata = first === undefined ? {} : { from: formatDatetime(first.fromMs) };
-  const path = l.path(setName, 'changelist.xml');
-  await writeDocumentFile(path, header('change-list-index', indexMd, [up]), indexEntries, fsyncOpt(ctx));
-  files.push(path);
-  return { files, closed: nowClosed, parts };
+  const indexEntries: Entry[] = docs.map((d) => {
+    const md: Metadata = { from: d.from };
+    if (d.until !== undefined) md.until = d.until;
+    const e: Entry = { element: 'sitemap', loc: l.url(setName, d.file), md, links: [] };
+    if (d.lastmod !== undefined) e.lastmod = d.lastmod;
+    return e;
+  });
+  const indexMd: Metadata = { from: docs[0]!.from };
+  await writeDocumentFile(mainPath, header('change-list-index', indexMd, [up]), indexEntries, fsyncOpt(ctx));
+  files.push(mainPath);
+  return { files, closed: nowClosed, parts, plain: false };
 }
 
 /** Removes files of a group that the new generation no longer lists (after the new index is in place). */

@@ -9,8 +9,9 @@
  * <base>resourcesync/<set>/resourcelist-0001.xml ...          parts of an Index
  * <base>resourcesync/<set>/resourcedump.xml                   Resource Dump, or its Index (§11)
  * <base>resourcesync/<set>/resourcedump-v<version>-0001.zip   packages (+ -manifest.xml copies)
- * <base>resourcesync/<set>/changelist.xml                     Change List Index (§12)
+ * <base>resourcesync/<set>/changelist.xml                     the Change List while there is one, else its Index (§12)
  * <base>resourcesync/<set>/changelist-0001.xml ...            Change Lists (the last one open)
+ * <base>resourcesync/<set>/changelist-0001-0002.xml ...       more of a Change List past 50 MB
  * <base>resourcesync/<set>/changedump.xml                     Change Dump, or its Index (§13)
  * <base>resourcesync/<set>/changedump-<seq>-<seq>.zip         packages (+ -manifest.xml copies)
  * ```
@@ -128,7 +129,7 @@ function groupOf(file: string): GroupKind | undefined {
   if (file === 'capabilitylist.xml') return 'capabilitylist';
   if (/^resourcelist(-\d{4,})?\.xml$/.test(file)) return 'resourcelist';
   if (/^resourcedump(-\d{4,}\.xml|\.xml|-v\d+-\d{4,}(\.zip|-manifest\.xml))$/.test(file)) return 'resourcedump';
-  if (/^changelist(-\d{4,})?\.xml$/.test(file)) return 'changelist';
+  if (/^changelist(-\d{4,}){0,2}\.xml$/.test(file)) return 'changelist';
   if (/^changedump(-\d{4,}\.xml|\.xml|-\d+-\d+(\.zip|-manifest\.xml))$/.test(file)) return 'changedump';
   return undefined;
 }

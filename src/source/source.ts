@@ -21,6 +21,7 @@ import { formatHashes, type Hashes } from '../core/hash.js';
 import { createMultiHasher } from '../io/hashing.js';
 import type { BlobStore } from './blobs.js';
 import {
+  type ChangeListDoc,
   type GenerationContext,
   removeFiles,
   SET_CAPABILITIES,
@@ -211,8 +212,8 @@ interface GroupState {
   previous: string[];
   /** How long the generation took (ms). */
   durationMs?: number;
-  /** Change Lists: numbers of the closed lists already written (never rewritten). */
-  closed?: number[];
+  /** Change Lists: the documents of closed parts of the change log already written, by part number (never rewritten). */
+  closedChangeLists?: Record<string, ChangeListDoc[]>;
   /** Change Dumps: packages of closed Change Lists, by list number (never rewritten). */
   closedDumps?: Record<string, DumpPackage[]>;
   /**
@@ -699,7 +700,7 @@ export class Source {
     const ctx = this.#ctx();
     let files: string[] = [];
     let version: string;
-    let extra: Pick<GroupState, 'closed' | 'closedDumps' | 'openDumps'> | undefined;
+    let extra: Pick<GroupState, 'closedChangeLists' | 'closedDumps' | 'openDumps'> | undefined;
     let written: string[] | undefined;
     // Documents built for another base URL or other limits: nothing of them is reused (closed Change Lists and
     // dump packages hold the old URLs); their files are removed below like those of any earlier generation.
@@ -720,13 +721,17 @@ export class Source {
           version = await this.#versionOf(group, name, snap);
           if (group === 'resourcelist') files = await writeResourceList(ctx, snap, name);
           else if (group === 'changelist') {
-            const listPath = (n: number): string => this.layout.path(name, `changelist-${partName(n)}.xml`);
-            const closed = new Set<number>((state?.closed ?? []).filter((n) => state?.files.includes(listPath(n))));
+            const docPath = (d: ChangeListDoc): string => this.layout.path(name, d.file);
+            // Documents of closed parts written earlier, still files of the group, are not written again.
+            const closed = new Map<number, ChangeListDoc[]>();
+            for (const [k, v] of Object.entries(state?.closedChangeLists ?? {}))
+              if (Array.isArray(v) && v.length > 0 && v.every((d) => state?.files.includes(docPath(d))))
+                closed.set(Number(k), v);
             const r = await writeChangeLists(ctx, snap, name, closed);
             written = r.files;
             // Closed lists written earlier stay listed as files of the group.
-            files = [...new Set([...r.files, ...r.closed.map(listPath)])];
-            extra = { closed: r.closed };
+            files = [...new Set([...r.files, ...[...r.closed.values()].flat().map(docPath)])];
+            extra = { closedChangeLists: Object.fromEntries(r.closed) };
           } else if (group === 'resourcedump') {
             let missing = 0;
             files = (
@@ -876,9 +881,10 @@ export class Source {
     const docs = written.filter((f) => DOCUMENT_FILE.exec(basename(f))?.[1] === group);
     const main = this.#mainPath(group, name);
     const parts = docs.filter((f) => f !== main);
-    const indexUrl = parts.length > 0 || group === 'changelist' ? l.url(name, `${group}.xml`) : undefined;
+    // A plain Change List (one open part) is announced itself, like a list that fits one document.
+    const indexUrl = parts.length > 0 ? l.url(name, `${group}.xml`) : undefined;
     const previous = new Set(before?.files ?? []);
-    return (parts.length > 0 || group === 'changelist' ? parts : docs).map((f) => ({
+    return (parts.length > 0 ? parts : docs).map((f) => ({
       capability: group,
       uri: l.url(name, basename(f)),
       change:
@@ -963,7 +969,7 @@ export class Source {
 const BACKGROUND_DELAY_MS = 100;
 
 /** A generated document of a group (not a dump package or manifest): `resourcelist.xml`, `changelist-0002.xml`. */
-const DOCUMENT_FILE = /^(resourcelist|resourcedump|changelist|changedump)(?:-[0-9]{4,})?\.xml$/;
+const DOCUMENT_FILE = /^(resourcelist|resourcedump|changelist|changedump)(?:-[0-9]{4,}){0,2}\.xml$/;
 
 async function filesExist(paths: readonly string[]): Promise<boolean> {
   for (const p of paths) if ((await stat(p).catch(() => undefined)) === undefined) return false;

@@ -44,6 +44,12 @@ export interface SplitOptions {
   /** fsync each file and the directory (default true). */
   readonly fsync?: boolean;
   readonly signal?: AbortSignal;
+  /**
+   * Write the index when the entries are split (default true). False: only the parts are written (each still
+   * links to {@link indexName}) and the caller writes an index listing them among others (e.g. the Change List
+   * Index of a Source whose every Change List may be split).
+   */
+  readonly writeIndex?: boolean;
 }
 
 /** One file written by {@link writeSplitDocuments}. */
@@ -372,7 +378,7 @@ export async function writeSplitDocuments(options: SplitOptions): Promise<SplitR
       totalBytes += part.body.bytes;
     } else {
       await finishPart(part, true);
-      index = await writeIndex();
+      if (options.writeIndex !== false) index = await writeIndex();
     }
     part = undefined;
     // Flush every file to disk at once (the disk can combine the work), then rename: parts before the index.

@@ -75,7 +75,7 @@ describe('serve --oai-pmh', { timeout: 120_000 }, () => {
     provider.put('oai:t:3', 'Title 3, revised', []);
     const next = await waitForEvent(r, 'harvest', (e) => e.updated === 2);
     assert.equal(next.logged, true);
-    const cl = await (await fetch(`${url}resourcesync/default/changelist-0001.xml`)).text();
+    const cl = await (await fetch(`${url}resourcesync/default/changelist.xml`)).text();
     assert.match(cl, /items\/oai:t:3\/mods\.xml<\/loc>/);
     r.child.kill('SIGTERM');
     assert.equal(await r.exit, 0, r.stderr());
@@ -114,7 +114,7 @@ describe('serve --oai-pmh', { timeout: 120_000 }, () => {
       };
     };
     const entries = async (): Promise<string[]> => {
-      const text = await (await fetch(`${url}resourcesync/default/changelist-0001.xml`)).text();
+      const text = await (await fetch(`${url}resourcesync/default/changelist.xml`)).text();
       return [...text.matchAll(/<loc>([^<]*)<\/loc>/g)].map((m) => m[1]!);
     };
     const deadline = Date.now() + 60_000;
@@ -127,7 +127,7 @@ describe('serve --oai-pmh', { timeout: 120_000 }, () => {
     const listening = await waitForEvent(r2, 'listening');
     const url2 = String(listening.url);
     await waitForEvent(r2, 'harvest', (e) => Number(e.created) + Number(e.updated) === 10);
-    const text = await (await fetch(`${url2}resourcesync/default/changelist-0001.xml`)).text();
+    const text = await (await fetch(`${url2}resourcesync/default/changelist.xml`)).text();
     const locs = [...text.matchAll(/<loc>[^<]*\/items\/([^<]*)<\/loc>/g)].map((m) => m[1]!);
     assert.equal(locs.length, 20, text);
     assert.equal(new Set(locs).size, 20, 'no change recorded twice');

@@ -81,14 +81,15 @@ describe('attachSourceNotifications with a live directory Source', () => {
           assert.equal(c.length, 5);
           assert.match(c.hash ?? '', /md5:[0-9a-f]{32}/);
         }
-        // A framework notification names the Change List that received the change, under its index.
+        // A framework notification names the Change List that received the change: while it is the only one,
+        // changelist.xml is that Change List itself (a plain list, no index: N-section 5 never names an index).
         const framework = await fwLog.waitFor((e) => e.type === 'notification', 10_000, 'framework notification');
         assert.ok(framework.type === 'notification' && framework.notification.kind === 'framework-notification');
         const fc = framework.notification.changes[0]!;
         assert.equal(fc.capability, 'changelist');
         assert.equal(fc.change, 'updated');
-        assert.notEqual(fc.uri, urls.changeList, 'never the index (N-section 5)');
-        assert.equal(fc.indexUrl, urls.changeList);
+        assert.equal(fc.uri, urls.changeList);
+        assert.equal(fc.indexUrl, undefined);
         // The advertised entries for the Capability List (what documents.ts would add).
         assert.deepEqual(
           notifier.capabilityListEntries('default').map((e) => [e.loc, e.md?.capability, e.links[0]?.rel]),

@@ -34,7 +34,8 @@ describe('Source background publication', () => {
         // A Destination asks for the Change List and the Change Dump of `items` (as a request would).
         assert.ok(await source.document('/resourcesync/items/changelist.xml'));
         assert.ok(await source.document('/resourcesync/items/changedump.xml'));
-        const list = join(dir, 'site', 'resourcesync', 'items', 'changelist-0001.xml');
+        // One open part: changelist.xml is the Change List itself.
+        const list = join(dir, 'site', 'resourcesync', 'items', 'changelist.xml');
         assert.doesNotMatch(await readFile(list, 'utf8'), /b\.txt/);
         await source.recordChanges([
           { uri: 'items/b.txt', change: 'created', setName: 'items', content: () => bytes('b1') },
@@ -84,7 +85,7 @@ describe('Source background publication', () => {
         assert.ok(await source.document('/resourcesync/a:b/changelist.xml'));
         await source.recordChanges([{ uri: 'b.txt', change: 'created', setName: 'a:b', content: () => bytes('b') }]);
         await source.settled();
-        const list = await readFile(join(dir, 'site', 'resourcesync', 'a:b', 'changelist-0001.xml'), 'utf8');
+        const list = await readFile(join(dir, 'site', 'resourcesync', 'a:b', 'changelist.xml'), 'utf8');
         assert.match(list, /repo\.example\.org\/b\.txt/);
       } finally {
         await source.close();

@@ -222,10 +222,10 @@ describe('Change Dump packages are append-only', () => {
       assert.equal(dumps.length, 2);
       for (const p of dumps) await checkPackage(s.source, p);
 
-      // The Change List Index: <lastmod> of the (open) list is the datetime of its latest change.
-      const index = crawled.docs.find((d) => d.doc.kind === 'change-list-index')!;
-      assert.equal(index.doc.entries.length, 1);
-      assert.equal(index.doc.entries[0]?.lastmod, formatDatetime(changes.at(-1)!.datetimeMs));
+      // One open list: changelist.xml is the Change List itself (no index), with every change.
+      assert.ok(!crawled.docs.some((d) => d.doc.kind === 'change-list-index'));
+      const list = crawled.docs.find((d) => d.doc.kind === 'change-list')!;
+      assert.equal(list.doc.entries.length, changes.length);
     } finally {
       await s.close();
       await cleanup();
@@ -310,11 +310,11 @@ describe('Change Dump packages are append-only', () => {
     const { dir, cleanup } = await tempDir();
     const s = await openSource(dir, { changeListMaxEntries: 30, dumpMinPackageChanges: 10 });
     try {
-      // Nothing recorded yet: the (empty) open list has no <lastmod> in the index.
+      // Nothing recorded yet: an empty plain Change List.
       const empty = await s.source.document(`/resourcesync/${SET}/changelist.xml`);
-      const emptyIndex = await readDocument(await readFile(empty!.path));
-      assert.equal(emptyIndex.entries.length, 1);
-      assert.equal(emptyIndex.entries[0]!.lastmod, undefined);
+      const emptyList = await readDocument(await readFile(empty!.path));
+      assert.equal(emptyList.kind, 'change-list');
+      assert.equal(emptyList.entries.length, 0);
 
       await record(s.source, 0, 12);
       await changeDump(s.source);

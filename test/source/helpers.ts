@@ -82,10 +82,8 @@ export async function crawl(
     const child = CHILD_KINDS[doc.kind];
     for (const e of doc.entries) {
       if (child === 'by-capability') {
-        const cap = e.md?.capability;
-        const kind: DocumentKind | undefined =
-          cap === 'resourcelist' ? undefined : cap === 'changelist' ? 'change-list-index' : undefined;
-        queue.push(kind === undefined ? { url: e.loc } : { url: e.loc, expected: kind });
+        // A list or its Index (a Change List is plain while there is one).
+        queue.push({ url: e.loc });
       } else if (child !== undefined) {
         queue.push({ url: e.loc, expected: child });
       } else if (doc.kind === 'resource-dump' || doc.kind === 'change-dump') {

@@ -162,7 +162,7 @@ describe('Source library API', () => {
       const after = await source.document('/resourcesync/default/resourcelist.xml');
       assert.notEqual(after?.etag, first?.etag);
       // Change Lists never lag.
-      const cl = await source.document('/resourcesync/default/changelist-0001.xml');
+      const cl = await source.document('/resourcesync/default/changelist.xml');
       assert.match(await readFile(cl!.path, 'utf8'), /\/b<\/loc>/);
       await source.close();
     } finally {
