@@ -44,7 +44,7 @@ import {
   writeChangeDump,
   writeResourceDump,
 } from './dumps.js';
-import { type GroupKind, partName, SiteLayout } from './layout.js';
+import { type GroupKind, SiteLayout } from './layout.js';
 import { parseBaseUrl, resourceUrl } from './paths.js';
 import type { ChangeInput, ChangeRecord, ResourceRecord, RotationPolicy, SourceStore, StoreSnapshot } from './store.js';
 
