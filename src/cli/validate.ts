@@ -93,7 +93,16 @@ export async function validateInput(
     const batches =
       onEntry === undefined || stream.batches === undefined ? stream.batches : tapBatches(stream.batches, onEntry);
     const result = await validateStream(
-      { header: stream.header, entries, batches, issues: stream.issues },
+      {
+        header: stream.header,
+        entries,
+        batches,
+        issues: stream.issues,
+        // Read at the end (the size-limit rule): the bytes of the whole document.
+        get bytesRead() {
+          return stream.bytesRead;
+        },
+      },
       validateOptions,
     );
     return { source: arg, result: withIssues(result, extra) };

@@ -49,6 +49,12 @@ export const RULES = [
   rule('capabilitylist-index', 'warning', '§9', 'a Capability List expressed as a <sitemapindex> (Sources should not)'),
   rule('element-mismatch', 'error', '§7', '<url> is only allowed in <urlset>, <sitemap> only in <sitemapindex>'),
   rule('entry-limit', 'error', '§7', 'more than 50,000 entries in one document (community limit; use an index)'),
+  rule(
+    'size-limit',
+    'error',
+    '§7',
+    'a document of more than 52,428,800 bytes (50 MB, uncompressed; community limit; use an index)',
+  ),
   rule('md-duplicate', 'error', '§7', 'a second <rs:md> in the same element (<rs:md> is not repeatable)'),
   rule(
     'rs-element-unknown',

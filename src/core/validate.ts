@@ -27,6 +27,7 @@ import {
   CHANGE_TYPES,
   FRAMEWORK_CHANGE_TYPES,
   frameworkChangeTypes,
+  MAX_DOCUMENT_BYTES,
   MAX_ENTRIES,
   RELATIONS,
   RS_NS,
@@ -84,6 +85,10 @@ export interface ValidateOptions {
   readonly expectedKind?: DocumentKind;
   /** Maximum number of entries in one document (§7: 50,000). */
   readonly maxEntries?: number;
+  /** Maximum size of one document in bytes, uncompressed (§7: 52,428,800). */
+  readonly maxBytes?: number;
+  /** Size of the document in bytes, uncompressed, when known (checked against {@link maxBytes}). */
+  readonly documentBytes?: number;
   /** Issues kept in the result (default 1,000); later ones are counted in `suppressed`. */
   readonly maxIssues?: number;
   /** Entries whose `<loc>` is remembered for the duplicate check (default 50,000). */
@@ -128,6 +133,8 @@ export interface DocumentValidator {
   entry(entry: Entry, index?: number): void;
   /** Reports an issue found outside the model, e.g. a read error in the middle of the document. */
   report(issue: ValidationIssue): void;
+  /** The size of the document in bytes, uncompressed, once known (the `size-limit` rule; before `finish`). */
+  bytes(n: number): void;
   /** Turns a reader's note into the issue of the rule it breaks. */
   note(note: ReaderNote): void;
   /** Document-level checks that need every entry, and the result. Call once. */
@@ -346,6 +353,8 @@ export async function validateStream(
     /** The same entries in batches (taken instead of `entries` when given: one await per batch). */
     readonly batches?: AsyncIterable<readonly Entry[]> | undefined;
     readonly issues?: readonly ReaderNote[];
+    /** Bytes of the document read (uncompressed), complete once the entries are: checked by `size-limit`. */
+    readonly bytesRead?: number | undefined;
   },
   options: ValidateStreamOptions = {},
 ): Promise<ValidationResult> {
@@ -376,6 +385,7 @@ export async function validateStream(
     v.report(issueFromError(e));
   }
   drain();
+  if (stream.bytesRead !== undefined) v.bytes(stream.bytesRead);
   return v.finish();
 }
 
@@ -444,6 +454,8 @@ function withWhere(base: Omit<ValidationIssue, 'entry' | 'line' | 'element' | 'a
 class Validator implements DocumentValidator {
   private readonly header: DocumentHeader;
   private readonly maxEntries: number;
+  private readonly maxBytes: number;
+  private documentBytes: number | undefined;
   private readonly maxIssues: number;
   private readonly maxTrackedLocs: number;
   private readonly expected: DocumentKind | undefined;
@@ -481,6 +493,8 @@ class Validator implements DocumentValidator {
   constructor(header: DocumentHeader, options: ValidateOptions) {
     this.header = header;
     this.maxEntries = options.maxEntries ?? MAX_ENTRIES;
+    this.maxBytes = options.maxBytes ?? MAX_DOCUMENT_BYTES;
+    this.documentBytes = options.documentBytes;
     this.maxIssues = options.maxIssues ?? 1000;
     this.maxTrackedLocs = options.maxTrackedLocs ?? MAX_ENTRIES;
     this.expected = options.expectedKind;
@@ -488,6 +502,10 @@ class Validator implements DocumentValidator {
     const canBeNotification = header.md === undefined && header.root === 'urlset';
     const expectsNotification = this.expected === 'change-notification' || this.expected === 'framework-notification';
     if (!canBeNotification || expectsNotification) this.resolveHeader(undefined);
+  }
+
+  bytes(n: number): void {
+    this.documentBytes = n;
   }
 
   report(issue: ValidationIssue): void {
@@ -1186,6 +1204,11 @@ class Validator implements DocumentValidator {
     if (this.finished) throw new ResourceSyncError('RS_CONFIG', 'finish() called twice on a validator');
     this.finished = true;
     if (!this.headerDone) this.resolveHeader(undefined);
+    if (this.documentBytes !== undefined && this.documentBytes > this.maxBytes)
+      this.add(
+        'size-limit',
+        `the document has ${this.documentBytes} bytes, more than ${this.maxBytes} (split it: an index and its parts)`,
+      );
     // Document order: reader notes can arrive a little before the entry they precede (stable sort).
     this.issues.sort((a, b) => (a.line ?? 0) - (b.line ?? 0));
     return {

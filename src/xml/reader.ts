@@ -55,6 +55,11 @@ export interface DocumentStream {
    * {@link MAX_ISSUES} + 1 items.
    */
   readonly issues: readonly ReadIssue[];
+  /**
+   * Bytes of the document read so far (uncompressed); its size once the entries are done. Optional because
+   * streams built elsewhere may not have it; {@link openDocument} always sets it.
+   */
+  readonly bytesRead?: number;
 }
 
 /**
@@ -197,9 +202,12 @@ export async function openDocument(source: ByteSource, options: ReadOptions = {}
     }
   };
 
+  let bytesRead = 0;
   const nextChunk = async (): Promise<IteratorResult<Uint8Array, void>> => {
     try {
-      return await bytes.next();
+      const r = await bytes.next();
+      if (r.done !== true) bytesRead += r.value.byteLength;
+      return r;
     } catch (e) {
       if ((e as Error).name === 'AbortError')
         throw new ResourceSyncError('RS_ABORTED', 'reading was aborted', { ...where, cause: e });
@@ -300,7 +308,15 @@ export async function openDocument(source: ByteSource, options: ReadOptions = {}
     }
   }
 
-  return { header, entries: entries(), batches: batches(), issues: p.issues };
+  return {
+    header,
+    entries: entries(),
+    batches: batches(),
+    issues: p.issues,
+    get bytesRead(): number {
+      return bytesRead;
+    },
+  };
 }
 
 /**

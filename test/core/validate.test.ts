@@ -417,6 +417,8 @@ const CASES: Record<string, Case> = {
 
 /** Rules that only the reader can trigger (covered by the conformance and CLI tests, or by none yet). */
 const NOT_FROM_THE_MODEL = new Set([
+  // the size of the document's bytes, not its model: test/core/validate-size.test.ts
+  'size-limit',
   // between documents: test/cli/walk.test.ts
   'capability-mismatch',
   'up-target-mismatch',
