@@ -8,12 +8,13 @@
  *
  * @module
  */
-import { copyFile, mkdir, rename, stat, unlink, utimes } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, rename, stat, unlink, utimes } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import { parseDuration, positiveInteger } from './options.js';
 import { ResourceSyncError } from '../core/errors.js';
-import { type DirectorySource, openDirectorySource } from '../source/index.js';
+import { writeFileAtomic } from '../io/atomic.js';
+import { type DirectorySource, DOCUMENTS_DIR, openDirectorySource, parseBaseUrl } from '../source/index.js';
 import { EXIT } from './exit.js';
 import { checkStateDir } from './serve.js';
 
@@ -33,6 +34,11 @@ export interface PublishOptions {
   readonly changeListPeriodMs?: number;
   readonly dumps?: boolean;
   readonly copyResources?: boolean;
+  /**
+   * URL (absolute, or relative to the base URL) of a human-readable description of the Source and its sets
+   * (`rel="describedby"`, §8, §9). Default: a page publish writes, `<base>resourcesync/about.html`.
+   */
+  readonly describedBy?: string;
   readonly json?: boolean;
   /** Where text goes (tests pass their own). */
   readonly stdout?: (text: string) => void;
@@ -98,9 +104,12 @@ export async function runPublish(options: PublishOptions): Promise<number> {
       ...(options.changeListMaxEntries === undefined ? {} : { changeListMaxEntries: options.changeListMaxEntries }),
       ...(options.changeListPeriodMs === undefined ? {} : { changeListPeriodMs: options.changeListPeriodMs }),
     };
+    const describedBy =
+      options.describedBy === undefined ? undefined : new URL(options.describedBy, options.baseUrl).href;
     source = await openDirectorySource({
       dir: options.dir,
       baseUrl: options.baseUrl,
+      describedBy: describedBy ?? new URL(`${DOCUMENTS_DIR}/about.html`, parseBaseUrl(options.baseUrl)).href,
       stateDir,
       ...(options.store === undefined ? {} : { store: options.store }),
       siteDir: out,
@@ -121,6 +130,14 @@ export async function runPublish(options: PublishOptions): Promise<number> {
     clearLine();
     if (progress) stderr('writing documents...');
     const report = await source.source.generateAll();
+    // What discovery and `validate --strict` look for besides the documents: robots.txt naming the lists
+    // (§6.1), and the description the documents link to with rel="describedby".
+    if (describedBy === undefined) await writeAboutPage(source, out);
+    const robots = await writeRobotsTxt(source, out);
+    if (robots !== undefined) {
+      warnings++;
+      stderr(`resourcesync: warning: ${robots}\n`);
+    }
     clearLine();
     const copied = options.copyResources === true ? await copyResources(source, out) : 0;
     const stats = await source.stats();
@@ -212,6 +229,51 @@ async function copyResources(source: DirectorySource, out: string): Promise<numb
   return copied;
 }
 
+/** Where a site file of the base URL's path goes under the output. */
+function outPath(source: DirectorySource, out: string, rel: string): string {
+  return join(out, decodeURIComponent(source.baseUrl.pathname).replace(/^\/+/, ''), rel);
+}
+
+const escapeHtml = (t: string): string =>
+  t.replace(/[&<>"]/g, (c) => (c === '&' ? '&amp;' : c === '<' ? '&lt;' : c === '>' ? '&gt;' : '&quot;'));
+
+/** The default description page (`<base>resourcesync/about.html`): the Source, its sets and their lists. */
+async function writeAboutPage(source: DirectorySource, out: string): Promise<void> {
+  const sets = source.source.setNames();
+  const items = sets
+    .map((s) => {
+      const cl = source.source.capabilityListUrl(s);
+      return `  <li>${escapeHtml(s)}: <a href="${escapeHtml(cl)}">Capability List</a></li>`;
+    })
+    .join('\n');
+  const html =
+    '<!DOCTYPE html>\n<html lang="en">\n<head><meta charset="utf-8"><title>ResourceSync Source</title></head>\n<body>\n' +
+    `<h1>ResourceSync Source for ${escapeHtml(source.baseUrl.href)}</h1>\n` +
+    '<p>The resources under this base URL, published with <code>resourcesync publish</code> (ANSI/NISO Z39.99-2017). ' +
+    `Start from the <a href="${escapeHtml(source.sourceDescriptionUrl)}">Source Description</a>.</p>\n` +
+    `<ul>\n${items}\n</ul>\n</body>\n</html>\n`;
+  const path = outPath(source, out, `${DOCUMENTS_DIR}/about.html`);
+  await mkdir(dirname(path), { recursive: true });
+  await writeFileAtomic(path, html);
+}
+
+/**
+ * Writes `<out>/robots.txt` (the origin's root) with a `Sitemap:` line per set's Resource List, unless a
+ * robots.txt that publish did not write is there (then it is left alone; the message says so).
+ */
+async function writeRobotsTxt(source: DirectorySource, out: string): Promise<string | undefined> {
+  const path = join(out, 'robots.txt');
+  const key = 'publish:robots-txt';
+  const ours = await source.store.getMeta(key);
+  const existing = await readFile(path, 'utf8').catch(() => undefined);
+  if (existing !== undefined && existing !== ours)
+    return `${path} was not written by publish: left as it is (add a Sitemap: line per Resource List to it)`;
+  const text = await source.source.robotsTxt();
+  await writeFileAtomic(path, text);
+  await source.store.setMeta(key, text);
+  return undefined;
+}
+
 /** True when an mtime in nanoseconds is the millisecond time `ms` as `utimes` sets it (to the microsecond). */
 function withinMicrosecond(mtimeNs: bigint, ms: number): boolean {
   const d = mtimeNs - BigInt(Math.round(ms)) * 1_000_000n;
@@ -224,8 +286,11 @@ Output layout (under --out, matching the URL paths of --base-url on its origin):
   <base path>/resourcesync/<set>/capabilitylist.xml  Capability List of each set
   <base path>/resourcesync/<set>/resourcelist.xml    Resource List (or Resource List Index + parts)
   <base path>/resourcesync/<set>/resourcedump.xml    Resource Dump + ZIP packages + manifest copies
-  <base path>/resourcesync/<set>/changelist.xml      Change List Index + Change Lists (last one open)
+  <base path>/resourcesync/<set>/changelist.xml      the Change List while there is one; then its Index
+                                                    + changelist-0001.xml ... (the last one open)
   <base path>/resourcesync/<set>/changedump.xml      Change Dump + ZIP packages + manifest copies
+  <base path>/resourcesync/about.html                the description (rel="describedby"; not with --described-by)
+  robots.txt                                         Sitemap: lines (not when another robots.txt is there)
 
 The resources themselves are expected to be served by the web server from the same base URL (the
 collection directory mounted at the base path); --copy-resources copies them into the output instead.
@@ -275,6 +340,10 @@ export function register(program: Command): void {
     .option('--changelist-period <duration>', 'open a new Change List after this long (e.g. 24h, 7d)', parseDuration)
     .option('--no-dumps', 'do not write Resource Dumps and Change Dumps')
     .option('--copy-resources', 'also copy the resources into the output (changed ones only)')
+    .option(
+      '--described-by <url>',
+      'description of the Source (absolute, or relative to --base-url), rel="describedby"; default: a page written at <base>resourcesync/about.html',
+    )
     .option('--json', 'print a JSON summary on stdout')
     .addHelpText('after', HELP)
     .action(async (dir: string, o: Record<string, unknown>) => {
@@ -292,6 +361,7 @@ export function register(program: Command): void {
         ...(typeof o['changelistPeriod'] === 'number' ? { changeListPeriodMs: o['changelistPeriod'] } : {}),
         dumps: o['dumps'] !== false,
         copyResources: o['copyResources'] === true,
+        ...(typeof o['describedBy'] === 'string' ? { describedBy: o['describedBy'] } : {}),
         json: o['json'] === true,
       });
     });

@@ -669,7 +669,11 @@ export class Source {
   /** Version of a group: the {@link #generationKey}, then what the group is built from. */
   async #versionOf(group: GroupKind, setName: string | undefined, snap?: StoreSnapshot): Promise<string> {
     let v: string;
-    if (group === 'description') v = JSON.stringify(this.#setInfos().map((s) => [s.name, s.describedBy ?? '']));
+    if (group === 'description')
+      v = JSON.stringify([
+        this.#options.describedBy ?? '',
+        ...this.#setInfos().map((s) => [s.name, s.describedBy ?? '']),
+      ]);
     else if (group === 'capabilitylist') v = JSON.stringify(this.#setInfo(setName!));
     else v = await this.#setVersion(setName!, snap);
     return `${this.#generationKey()}\n${v}`;
@@ -681,9 +685,11 @@ export class Source {
 
   #setInfo(name: string): SetInfo {
     const d = this.#sets.get(name);
+    const describedBy = d?.describedBy ?? this.#options.describedBy;
     const base: SetInfo = {
       name,
-      ...(d?.describedBy === undefined ? {} : { describedBy: d.describedBy }),
+      // A set without a description of its own is described by the Source's (§8, §9: describedby is recommended).
+      ...(describedBy === undefined ? {} : { describedBy }),
       ...(this.#options.capabilities === undefined ? {} : { capabilities: this.#options.capabilities }),
     };
     const extras = this.#options.capabilityListExtras?.(name);
@@ -834,7 +840,10 @@ export class Source {
       if (before === undefined) return [];
       const names = (v: string): string[] => {
         try {
-          return (JSON.parse(v.slice(v.indexOf('\n') + 1)) as [string, string][]).map((x) => x[0]);
+          // [the Source's describedby, [set, its describedby]...]
+          return (JSON.parse(v.slice(v.indexOf('\n') + 1)) as unknown[])
+            .filter((x): x is [string, string] => Array.isArray(x))
+            .map((x) => x[0]);
         } catch {
           return [];
         }
