@@ -1,11 +1,18 @@
 // Change Lists of the Source (issue 12): a plain Change List while a set has one, an Index once it rotates,
 // and Change Lists split by bytes when their changes exceed the document size limit.
 import assert from 'node:assert/strict';
-import { readFile, stat } from 'node:fs/promises';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import type { Entry } from '../../src/core/model.js';
-import { openSqliteStore, Source, type SourceLimits } from '../../src/source/index.js';
+import {
+  createSourceServer,
+  type DirectorySource,
+  openDirectorySource,
+  openSqliteStore,
+  Source,
+  type SourceLimits,
+} from '../../src/source/index.js';
 import { readDocument } from '../../src/xml/index.js';
 import { crawl, tempDir } from './helpers.js';
 
@@ -134,5 +141,46 @@ describe('Change Lists of the Source', () => {
       const { docs } = await crawl(source, source.sourceDescriptionUrl);
       assert.ok(docs.filter((d) => d.doc.kind === 'change-list').length >= 5);
     });
+  });
+
+  it('serve redirects <base>changelist.xml (where the reference Python client looks) to the Change List', async () => {
+    const { dir, cleanup } = await tempDir();
+    try {
+      const coll = join(dir, 'coll');
+      await mkdir(coll, { recursive: true });
+      await writeFile(join(coll, 'a.txt'), 'a');
+      let resolveSite: (s: DirectorySource) => void = () => undefined;
+      const server = createSourceServer(new Promise<DirectorySource>((r) => (resolveSite = r)));
+      const { url } = await server.listen(0, '127.0.0.1');
+      const site = await openDirectorySource({
+        dir: coll,
+        baseUrl: `${url}data/`,
+        stateDir: join(dir, 'state'),
+        fsync: false,
+      });
+      resolveSite(site);
+      try {
+        const res = await fetch(`${url}data/changelist.xml`, { redirect: 'manual' });
+        assert.equal(res.status, 302);
+        await res.arrayBuffer();
+        assert.equal(res.headers.get('location'), `${url}data/resourcesync/default/changelist.xml`);
+        const followed = await fetch(`${url}data/changelist.xml`);
+        assert.match(await followed.text(), /capability="changelist"/);
+        // Only there: elsewhere it is 404.
+        const other = await fetch(`${url}changelist.xml`, { redirect: 'manual' });
+        await other.arrayBuffer();
+        assert.equal(other.status, 404);
+        // A resource of that name is served as itself.
+        await writeFile(join(coll, 'changelist.xml'), '<mine/>');
+        const own = await fetch(`${url}data/changelist.xml`, { redirect: 'manual' });
+        assert.equal(own.status, 200);
+        assert.equal(await own.text(), '<mine/>');
+      } finally {
+        await server.close();
+        await site.close();
+      }
+    } finally {
+      await cleanup();
+    }
   });
 });

@@ -29,7 +29,8 @@
  *   malformed percent-encoding, raw non-ASCII); hidden (dot) segments are 404 without asking the Source. The
  *   Source (`SourceSite.resource`) remains the authority on what is inside the collection.
  * - Routing: mounted routes, `/robots.txt`, then the Source's documents (so a collection file cannot shadow
- *   `/.well-known/resourcesync` or `/robots.txt`), then resources (optionally `/dir/` -> `/dir/index.html`).
+ *   `/.well-known/resourcesync` or `/robots.txt`), then resources (optionally `/dir/` -> `/dir/index.html`),
+ *   then `<base>changelist.xml` redirected to the Change List (where the reference Python client looks).
  *   503 + Retry-After while the Source is opening, or when a file no longer has its recorded length (the
  *   watcher is about to record the change). A 500 (a Source or route that throws) carries a small text body.
  *
@@ -250,7 +251,14 @@ export function createSourceHandler(
     // lookup and the open: then the Source is asked once more.
     for (let attempt = 1; ; attempt++) {
       const selected = await select(site, pathname);
-      if (selected === undefined) return text(method, 404, `Not Found: ${pathname}`);
+      if (selected === undefined) {
+        const alias = attempt === 1 ? await changeListAlias(site, pathname) : undefined;
+        if (alias === undefined) return text(method, 404, `Not Found: ${pathname}`);
+        const r = text(method, 302, `Found: ${alias}`);
+        r.headers['location'] = alias;
+        r.headers['cache-control'] = 'no-cache';
+        return r;
+      }
       const { file, kind } = selected;
       const capabilityList = kind === 'resource' ? site.capabilityListUrl(resourcePathOf(pathname)) : undefined;
       const answered = await answerFile(request, file, kind, capabilityList);
@@ -320,6 +328,20 @@ export function createSourceHandler(
     return options.directoryIndex !== undefined && pathname.endsWith('/')
       ? `${pathname}${encodeURIComponent(options.directoryIndex)}`
       : pathname;
+  }
+
+  /**
+   * `<base>changelist.xml`, when no resource has that name: where the reference Python client (resync) looks
+   * for the Change List when it is not told (`--changelist-uri`), a name the standard does not define. It is
+   * redirected (302) to the Change List of the set a resource of that name would belong to (the Capability
+   * List's, §6.3 discovery being the way to it).
+   */
+  async function changeListAlias(site: SourceSite, pathname: string): Promise<string | undefined> {
+    if (pathname !== `${site.baseUrl.pathname}changelist.xml`) return undefined;
+    const capabilityList = site.capabilityListUrl(pathname);
+    if (capabilityList === undefined || !capabilityList.endsWith('/capabilitylist.xml')) return undefined;
+    const changeList = `${capabilityList.slice(0, -'capabilitylist.xml'.length)}changelist.xml`;
+    return (await site.document(new URL(changeList).pathname)) === undefined ? undefined : changeList;
   }
 
   /** The document, else the resource, a pathname names. */
