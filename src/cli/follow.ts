@@ -2,7 +2,9 @@
  * `resourcesync sync --follow <url> <dir>`: a baseline or incremental run first, then the copy stays in step
  * through change notifications: the WebSocket channel the Capability List advertises (N-§3), or WebSub with
  * `--callback <url>` (a listener of its own at that URL's port and path; hub and topic from the Capability List or
- * the Change List's `Link` header).
+ * the Change List's `Link` header). Only advertised channels are used, never one guessed from a URL: with none
+ * advertised, and while any channel is down (not yet connected, or reconnecting), the follower polls (a catch-up
+ * run every `catchUpIntervalMs`, `--poll`).
  *
  * Framework notifications (N-§5) are followed too, when the Capability List advertises them: the
  * `framework-notification` WebSocket channel, or with `--callback` the framework topic (the Capability List) at the
@@ -126,7 +128,10 @@ function summaryLine(s: SyncSummary): Record<string, unknown> {
   return { operation: s.operation, ...s.counts, watermark: s.watermarkAfter, complete: s.complete, ms: s.elapsedMs };
 }
 
-/** The notification endpoints of the Source: from the Capability List, else by the URL conventions of `serve`. */
+/**
+ * The notification endpoints the Source advertises: WebSocket channels in its Capability List (no channel is ever
+ * guessed from a URL), the WebSub hub there or in the Change List response's `Link` header.
+ */
 async function findEndpoints(
   url: string,
   client: HttpClient,
@@ -149,10 +154,6 @@ async function findEndpoints(
     ...endpoints,
     capabilityList,
   };
-  // Conventions of `resourcesync serve` when the Capability List does not advertise the channels.
-  if (result.changeChannel === undefined && /\/capabilitylist\.xml$/.test(capabilityList)) {
-    result.changeChannel = capabilityList.replace(/^http/, 'ws').replace(/capabilitylist\.xml$/, 'change-notification');
-  }
   const changeList = entries.find((e) => e.md?.capability === 'changelist')?.loc;
   if (result.hub === undefined && changeList !== undefined) {
     // WebSub discovery (WebSub §4): the Change List response's Link header.
@@ -255,8 +256,7 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
         // A framework subscription the hub refuses is not fatal: the follower polls instead, and retries.
         void subscribeWithRetry(fw, abort.signal, fwLog);
       }
-    } else {
-      if (ep.changeChannel === undefined) throw noChannelError(ep.capabilityList);
+    } else if (ep.changeChannel !== undefined) {
       const ws = new ChannelClient({ url: ep.changeChannel, onLog: warn });
       receivers.push(receiverOf('change', ep.changeChannel, ws));
       if (ep.frameworkChannel !== undefined) {
@@ -270,21 +270,30 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
     const frameworkPollMs = options.frameworkCatchUpIntervalMs ?? options.catchUpIntervalMs ?? FRAMEWORK_SAFETY_NET_MS;
     const channels: Record<string, string> = {};
     for (const r of receivers) channels[r.transport] = r.channel;
+    if (receivers.length === 0 && pollMs <= 0) {
+      throw new ResourceSyncError(
+        'RS_CONFIG',
+        'the Source advertises no change-notification channel, and --poll 0 turns polling off: nothing to follow',
+        { url: ep.capabilityList },
+      );
+    }
     emit(
       {
         event: 'following',
-        channel: receivers[0]!.channel,
-        transport: options.callback === undefined ? 'websocket' : 'websub',
+        ...(receivers[0] === undefined ? {} : { channel: receivers[0].channel }),
+        transport: receivers.length === 0 ? 'poll' : options.callback === undefined ? 'websocket' : 'websub',
         transports: receivers.map((r) => r.transport),
         channels,
         capabilityList: ep.capabilityList,
         catchUpIntervalMs: pollMs,
         ...(framework === undefined ? {} : { frameworkCatchUpIntervalMs: frameworkPollMs }),
       },
-      framework === undefined
-        ? `following ${receivers[0]!.channel} (change notifications); no framework notifications advertised: ` +
+      receivers[0] === undefined
+        ? `the Source advertises no notification channel: catching up from the Change Lists every ${pollMs / 1000} s`
+        : framework === undefined
+          ? `following ${receivers[0]!.channel} (change notifications); no framework notifications advertised: ` +
             `catching up from the Change Lists every ${pollMs / 1000} s`
-        : `following ${receivers[0]!.channel} (change notifications) and ${framework.channel} (framework ` +
+          : `following ${receivers[0]!.channel} (change notifications) and ${framework.channel} (framework ` +
             `notifications: catch-ups on new or updated Change Lists, a safety-net catch-up every ${frameworkPollMs / 1000} s)`,
     );
 
@@ -395,7 +404,8 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
     const armSafetyNet = (): void => {
       clearTimeout(safetyNet);
       safetyNet = undefined;
-      const ms = frameworkUp ? frameworkPollMs : pollMs;
+      // The long interval only while every channel is up: a channel down (or none advertised) may miss changes.
+      const ms = frameworkUp && changeConnected ? frameworkPollMs : pollMs;
       if (ms <= 0 || abort.signal.aborted) return;
       safetyNet = setTimeout(() => trigger('safety net'), ms);
       safetyNet.unref();
@@ -419,7 +429,12 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
     };
     const transportOf = (e: NotificationEvent): Transport =>
       framework !== undefined && e.channel === framework.channel ? 'framework' : 'change';
-    const it = mergeEvents(receivers.map((r) => r.events()));
+    // Until a channel connects (or with none advertised), the safety net is the poll at --poll.
+    armSafetyNet();
+    const it: AsyncIterator<NotificationEvent> =
+      receivers.length === 0
+        ? { next: () => new Promise<IteratorResult<NotificationEvent>>(() => undefined) }
+        : mergeEvents(receivers.map((r) => r.events()));
     const stopped = new Promise<IteratorResult<NotificationEvent>>((resolve) => {
       abort.signal.addEventListener('abort', () => resolve({ value: undefined, done: true }), { once: true });
     });
@@ -497,11 +512,9 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
           { event: 'disconnected', transport, reason: e.reason },
           `disconnected (${transport} notifications): ${e.reason}`,
         );
-        if (transport === 'framework' && frameworkUp) {
-          // Framework notifications may be missed meanwhile: back to the short poll until reconnected.
-          frameworkUp = false;
-          if (running === undefined) armSafetyNet();
-        }
+        // Notifications may be missed meanwhile: back to the short poll until reconnected.
+        if (transport === 'framework') frameworkUp = false;
+        if (running === undefined) armSafetyNet();
       } else if (e.type === 'refused') {
         emit(
           { event: 'refused', transport, reason: e.reason },

@@ -300,7 +300,7 @@ export function register(program: Command): void {
     )
     .option(
       '--poll <duration>',
-      '--follow: catch up from the Change Lists after this long without a run when no framework notifications are connected (default 60s; 0 never)',
+      '--follow: catch up from the Change Lists after this long without a run while a notification channel is down, none is advertised, or no framework notifications are connected (default 60s; 0 never)',
       parseDuration,
     )
     .option(
