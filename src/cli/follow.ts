@@ -33,7 +33,7 @@ import { parseDatetime } from '../core/datetime.js';
 import { type Hashes, isKnownHashAlgorithm, parseHashes } from '../core/hash.js';
 import type { DocumentHeader, Entry } from '../core/model.js';
 import { isResourceSyncError, ResourceSyncError } from '../core/errors.js';
-import { Destination, type DestinationOptions } from '../destination/destination.js';
+import { Destination, type DestinationOptions, sourceHttpOptions } from '../destination/destination.js';
 import { type UriFilter, createUriFilter } from '../destination/filter.js';
 import { discover, openRemoteDocument } from '../destination/discovery.js';
 import type { SyncSummary } from '../destination/events.js';
@@ -185,7 +185,7 @@ export async function runFollow(url: string, dir: string, options: FollowCommand
     process.once('SIGTERM', onSignal);
   } else if (options.signal.aborted) abort.abort();
   else options.signal.addEventListener('abort', onSignal, { once: true });
-  const client = new HttpClient(options.destination.http ?? {});
+  const client = new HttpClient(sourceHttpOptions(url, options.destination.http));
   const dest = new Destination({ ...options.destination, url, dir, client, signal: abort.signal });
   const receivers: Receiver[] = [];
   let router: CallbackRouter | undefined;

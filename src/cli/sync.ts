@@ -279,8 +279,19 @@ export function register(program: Command): void {
     )
     .option('--allow-host <host>', 'accept resources from this host too (repeatable)', collect, [])
     .option('--no-authority-check', 'accept resources from any host')
-    .option('--header <header>', "extra request header 'Name: value' (repeatable)", collect, [])
-    .option('--token <token>', 'bearer token sent on every request')
+    .option(
+      '--header <header>',
+      "extra request header 'Name: value' (repeatable; only to the Source's origin, see --token-host)",
+      collect,
+      [],
+    )
+    .option('--token <token>', "bearer token sent on every request to the Source's origin (see --token-host)")
+    .option(
+      '--token-host <host>',
+      'send --token and --header to this host too (host, host:port or origin; repeatable); by default they go only to the origin of <source-url>, never to a mirror or another host',
+      collect,
+      [],
+    )
     .option('--concurrency <n>', 'resources fetched at once (default 16)', positiveInt)
     .option('--delay <ms>', 'politeness delay between requests to one host, in ms (default 0)', nonNegativeInt)
     .option('--timeout <seconds>', 'connect, headers and body-idle timeout (defaults 10, 30, 30)', secondsToMs)
@@ -344,6 +355,7 @@ export function register(program: Command): void {
       const http: { -readonly [K in keyof HttpClientOptions]: HttpClientOptions[K] } = {};
       if (Object.keys(headers).length > 0) http.headers = headers;
       if (typeof o['token'] === 'string') http.bearerToken = o['token'];
+      if ((o['tokenHost'] as string[]).length > 0) http.credentialHosts = o['tokenHost'] as string[];
       if (typeof o['delay'] === 'number') http.politenessDelayMs = o['delay'];
       if (typeof o['timeout'] === 'number') {
         http.connectTimeoutMs = o['timeout'];

@@ -70,7 +70,11 @@ export interface DestinationOptions {
    * (`RS_CONFIG`): usually the wrong directory or URL.
    */
   readonly allowOtherSource?: boolean;
-  /** Options of the HTTP client created for the run (ignored when `client` is given). */
+  /**
+   * Options of the HTTP client created for the run (ignored when `client` is given). Its `headers` and
+   * `bearerToken` go only to the origin of `url` and the hosts of `http.credentialHosts` (see
+   * {@link sourceHttpOptions}).
+   */
   readonly http?: HttpClientOptions;
   /** A client to use (not closed by the Destination). */
   readonly client?: HttpClient;
@@ -83,6 +87,21 @@ export interface DestinationOptions {
   /** Receive small resources (≤ 256 KiB declared) in memory and write them synchronously (default true). */
   readonly smallFastPath?: boolean;
   readonly signal?: AbortSignal;
+}
+
+/**
+ * The options of a client for the Source at `url`: `http` with credentials (`headers`, `bearerToken`) restricted to
+ * the origin of `url` plus the hosts `http.credentialHosts` names. A mirror (`rel="duplicate"`), a redirect or a
+ * resource on any other origin gets none.
+ */
+export function sourceHttpOptions(url: string, http: HttpClientOptions = {}): HttpClientOptions {
+  let origin: string;
+  try {
+    origin = new URL(url).origin;
+  } catch {
+    return http; // discovery reports the bad URL
+  }
+  return { ...http, credentialHosts: [origin, ...(http.credentialHosts ?? [])] };
 }
 
 /** What the Source offers, from discovery. */
@@ -182,7 +201,7 @@ export class Destination {
       }
     } else if (existsSync(dbPath)) real = DestinationState.open(this.dir, { readonly: true });
     const state: StateLike = dryRun || real === undefined ? dryState(real) : real;
-    const client = o.client ?? new HttpClient(o.http ?? {});
+    const client = o.client ?? new HttpClient(sourceHttpOptions(o.url, o.http));
     try {
       // Files a crash left half-way to `<dir>/%%self` (resources below them arrived) reach it first.
       if (!readOnly) await repairDisplacements(this.dir);

@@ -30,6 +30,13 @@ export interface HttpClientOptions {
   readonly headers?: Readonly<Record<string, string>>;
   /** Sent as `Authorization: Bearer <token>` on every request (dropped on a redirect to another origin). */
   readonly bearerToken?: string;
+  /**
+   * Where `headers` and `bearerToken` go (credentials): origins (`https://example.org:8443`), `host:port`, or host
+   * names (any port). Other origins get neither. Default: every origin. The Destination passes the origin of the
+   * Source's URL plus the hosts its caller names (`--token-host`), so that a mirror (`rel="duplicate"`) or a
+   * resource on another origin never sees them.
+   */
+  readonly credentialHosts?: readonly string[];
   readonly userAgent?: string;
   /** TCP (and TLS) connect timeout (default 10 s). */
   readonly connectTimeoutMs?: number;
@@ -176,6 +183,10 @@ export class HttpClient {
   readonly #agent: Agent | ProxyAgent | EnvHttpProxyAgent;
   readonly #baseHeaders: Record<string, string>;
   readonly #decodingHeaders: Record<string, string>;
+  /** The same without credentials, for origins outside `credentialHosts`. */
+  readonly #plainHeaders: Record<string, string>;
+  readonly #plainDecodingHeaders: Record<string, string>;
+  readonly #credentialHosts: ReadonlySet<string> | undefined;
   readonly #gates = new Map<string, HostGate>();
   readonly #retries: number;
   readonly #baseDelay: number;
@@ -204,17 +215,31 @@ export class HttpClient {
         throw new ResourceSyncError('RS_CONFIG', `bad proxy URL ${JSON.stringify(options.proxy)}`, { cause: e });
       }
     }
-    const headers: Record<string, string> = { 'user-agent': options.userAgent ?? DEFAULT_USER_AGENT };
+    const plain: Record<string, string> = { 'user-agent': options.userAgent ?? DEFAULT_USER_AGENT };
+    const headers: Record<string, string> = { ...plain };
     for (const [k, v] of Object.entries(options.headers ?? {})) headers[k.toLowerCase()] = v;
     if (options.bearerToken !== undefined) headers.authorization = `Bearer ${options.bearerToken}`;
     this.#baseHeaders = headers;
     this.#decodingHeaders = { ...headers, 'accept-encoding': 'gzip, deflate, br' };
+    this.#plainHeaders = plain;
+    this.#plainDecodingHeaders = { ...plain, 'accept-encoding': 'gzip, deflate, br' };
+    this.#credentialHosts =
+      options.credentialHosts === undefined
+        ? undefined
+        : new Set(options.credentialHosts.map((h) => h.trim().toLowerCase().replace(/\/+$/, '')));
     this.#retries = Math.max(0, options.retries ?? 3);
     this.#baseDelay = options.retryBaseDelayMs ?? 250;
     this.#maxDelay = options.maxRetryDelayMs ?? 30_000;
     this.#maxRedirects = options.maxRedirects ?? 5;
     this.#politeness = options.politenessDelayMs ?? 0;
     this.#maxDocumentBytes = options.maxDocumentBytes ?? 4 * 52_428_800;
+  }
+
+  /** Whether `url` may be sent the credentials (`headers`, `bearerToken`): see `credentialHosts`. */
+  mayHaveCredentials(url: URL): boolean {
+    const hosts = this.#credentialHosts;
+    if (hosts === undefined) return true;
+    return hosts.has(url.origin) || hosts.has(url.host) || hosts.has(url.hostname);
   }
 
   /** Size bound for documents (`maxDocumentBytes`). */
@@ -285,11 +310,22 @@ export class HttpClient {
     let current = parseHttpUrl(url);
     const decompress = init.decompress ?? true;
     // The shared default headers are used as they are unless this request adds some (or a redirect changes them).
-    let headers: Record<string, string> = decompress ? this.#decodingHeaders : this.#baseHeaders;
-    if (init.headers !== undefined) {
-      headers = { ...headers };
-      for (const [k, v] of Object.entries(init.headers)) headers[k.toLowerCase()] = v;
-    }
+    const headersFor = (u: URL): Record<string, string> => {
+      const credentials = this.mayHaveCredentials(u);
+      let h = decompress
+        ? credentials
+          ? this.#decodingHeaders
+          : this.#plainDecodingHeaders
+        : credentials
+          ? this.#baseHeaders
+          : this.#plainHeaders;
+      if (init.headers !== undefined) {
+        h = { ...h };
+        for (const [k, v] of Object.entries(init.headers)) h[k.toLowerCase()] = v;
+      }
+      return h;
+    };
+    let headers = headersFor(current);
     let seen: Set<string> | undefined;
     const origin = current.origin;
     const authorization = headers.authorization;
@@ -300,7 +336,6 @@ export class HttpClient {
         await discardBody(res.body);
         seen ??= new Set();
         seen.add(current.href);
-        headers = { ...headers };
         let next: URL;
         try {
           next = parseHttpUrl(new URL(location, current).href);
@@ -316,7 +351,9 @@ export class HttpClient {
           throw this.#fail(new ResourceSyncError('RS_HTTP', `more than ${this.#maxRedirects} redirects`, { url }));
         if (seen.has(next.href))
           throw this.#fail(new ResourceSyncError('RS_HTTP', `redirect loop at ${next.href}`, { url }));
-        // Credentials go only to the origin they were given for (as fetch and curl do).
+        // Credentials go only to the hosts they are for (`credentialHosts`), and the Authorization header only to
+        // the origin it was given for (as fetch and curl do).
+        headers = { ...headersFor(next) };
         if (next.origin === origin && authorization !== undefined) headers.authorization = authorization;
         else if (next.origin !== origin) delete headers.authorization;
         this.stats.redirects++;

@@ -83,6 +83,8 @@ export class StaticSource {
   private readonly sockets = new Set<import('node:net').Socket>();
   /** Requests per path. */
   readonly hits = new Map<string, number>();
+  /** Every request's path and headers, in order. */
+  readonly requests: { readonly path: string; readonly headers: IncomingMessage['headers'] }[] = [];
   private constructor(
     private readonly server: Server,
     readonly base: string,
@@ -129,6 +131,7 @@ export class StaticSource {
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const path = new URL(req.url ?? '/', this.base).pathname;
     this.log.push(path);
+    this.requests.push({ path, headers: req.headers });
     this.hits.set(path, (this.hits.get(path) ?? 0) + 1);
     const fault = this.faults.get(path)?.shift();
     const route = this.routes.get(path);
