@@ -294,7 +294,16 @@ export function register(program: Command): void {
     )
     .option('--concurrency <n>', 'resources fetched at once (default 16)', positiveInt)
     .option('--delay <ms>', 'politeness delay between requests to one host, in ms (default 0)', nonNegativeInt)
-    .option('--timeout <seconds>', 'connect, headers and body-idle timeout (defaults 10, 30, 30)', secondsToMs)
+    .option(
+      '--timeout <seconds>',
+      'connect, headers and body-idle timeout of each request (defaults 10, 30, 30)',
+      secondsToMs,
+    )
+    .option(
+      '--resource-timeout <seconds>',
+      'time bound of one resource, all its attempts together (mirrors and retries): no attempt starts after it, so a resource that never answers fails after at most this plus the connect and headers timeouts (default 3 x the headers timeout: 90 s, or 3 x --timeout)',
+      secondsToMs,
+    )
     .option('--no-dumps', 'ignore Resource Dumps and Change Dumps')
     .option('--layout <layout>', 'local layout: host-path (default) or path')
     .option(
@@ -391,6 +400,7 @@ export function register(program: Command): void {
       if (o['allowOtherSource'] === true) destination.allowOtherSource = true;
       if (typeof o['from'] === 'string') destination.from = o['from'];
       if (concurrency !== undefined) destination.concurrency = concurrency;
+      if (typeof o['resourceTimeout'] === 'number') destination.resourceTimeoutMs = o['resourceTimeout'];
       if (layout !== undefined) destination.layout = layout;
       if (durability !== undefined) destination.durability = durability as Durability;
       const json = o['json'] === true;

@@ -23,7 +23,7 @@ import {
   type SyncFailure,
   emptyCounts,
 } from './events.js';
-import type { HttpClient } from '../http/client.js';
+import { type HttpClient, isRetriable } from '../http/client.js';
 import { downloadAndInstall, installFromStream, verify } from './install.js';
 import type { PathMapper } from './paths.js';
 import { type ExpectedContent, algorithmsFor } from './plan.js';
@@ -352,6 +352,8 @@ export interface ContextOptions {
   readonly spares?: SparePool;
   /** Which resources the copy holds (`--include` / `--exclude`, see filter.ts); all when absent. */
   readonly filter?: UriFilter;
+  /** The time bound of one resource, all attempts together (see `DestinationOptions.resourceTimeoutMs`). */
+  readonly resourceTimeoutMs?: number;
   readonly signal?: AbortSignal;
 }
 
@@ -492,22 +494,32 @@ export class SyncContext {
     if (expected.hashes !== undefined) exp.hashes = expected.hashes;
     const small =
       (this.options.smallFastPath ?? true) && expected.length !== undefined && expected.length <= SMALL_RESOURCE_BYTES;
+    // One deadline for every attempt of this resource: mirrors, whole-download retries and the client's own.
+    const started = Date.now();
+    const boundMs = this.options.resourceTimeoutMs;
+    const retryUntil = boundMs === undefined ? undefined : started + boundMs;
+    let attempted = 0;
     for (const url of urls) {
+      if (retryUntil !== undefined && attempted > 0 && Date.now() >= retryUntil) break;
+      attempted++;
       try {
         if (small) {
           const opts: {
             root: string;
             signal?: AbortSignal;
+            retryUntil?: number;
             place: (target: string, body: Uint8Array) => Promise<void>;
           } = { root: this.options.dir, place: (t, b) => this.placeSmall(t, b) };
           if (this.options.signal !== undefined) opts.signal = this.options.signal;
+          if (retryUntil !== undefined) opts.retryUntil = retryUntil;
           return await downloadSmall(this.client, url, target, { ...exp, length: expected.length as number }, opts);
         }
-        const init: { signal?: AbortSignal; fsync: boolean; root: string } = {
+        const init: { signal?: AbortSignal; fsync: boolean; root: string; retryUntil?: number } = {
           fsync: this.options.durability !== 'none',
           root: this.options.dir,
         };
         if (this.options.signal !== undefined) init.signal = this.options.signal;
+        if (retryUntil !== undefined) init.retryUntil = retryUntil;
         const r = await downloadAndInstall(this.client, url, target, exp, init);
         return { length: r.length, hashes: r.hashes };
       } catch (e) {
@@ -515,6 +527,17 @@ export class SyncContext {
         if (isResourceSyncError(e, 'RS_IO') || isResourceSyncError(e, 'RS_UNSAFE_PATH')) return { error: e };
         lastError = e;
       }
+    }
+    if (retryUntil !== undefined && boundMs !== undefined && Date.now() >= retryUntil && isRetriable(lastError)) {
+      const last = lastError instanceof Error ? lastError.message : String(lastError);
+      return {
+        error: new ResourceSyncError(
+          'RS_TIMEOUT',
+          `gave up after ${((Date.now() - started) / 1000).toFixed(1)} s: the time bound of one resource ` +
+            `(${boundMs / 1000} s, all attempts together; --resource-timeout) was reached; last error: ${last}`,
+          { cause: lastError }, // the last error names the URL
+        ),
+      };
     }
     return { error: lastError };
   }

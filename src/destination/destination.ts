@@ -78,6 +78,13 @@ export interface DestinationOptions {
   readonly http?: HttpClientOptions;
   /** A client to use (not closed by the Destination). */
   readonly client?: HttpClient;
+  /**
+   * The time bound of one resource, all its attempts together (mirrors, whole-download retries, the HTTP client's
+   * own retries): no attempt starts after it, and the resource fails with `RS_TIMEOUT` saying so. The attempt in
+   * progress ends by its own timeouts (connect, headers, body idle), so a resource that never answers fails
+   * after at most this plus the connect and headers timeouts. Default: 3 x the client's headers timeout (90 s).
+   */
+  readonly resourceTimeoutMs?: number;
   /** Resources fetched or installed at once (default 16). */
   readonly concurrency?: number;
   /** See {@link Durability} (default `batch`). */
@@ -87,6 +94,11 @@ export interface DestinationOptions {
   /** Receive small resources (≤ 256 KiB declared) in memory and write them synchronously (default true). */
   readonly smallFastPath?: boolean;
   readonly signal?: AbortSignal;
+}
+
+/** The time bound of one resource (see {@link DestinationOptions.resourceTimeoutMs}). */
+export function resourceTimeoutOf(o: Pick<DestinationOptions, 'resourceTimeoutMs'>, client: HttpClient): number {
+  return o.resourceTimeoutMs ?? 3 * (client.options.headersTimeoutMs ?? 30_000);
 }
 
 /**
@@ -244,6 +256,7 @@ export class Destination {
       if (o.smallFastPath !== undefined) ctxOptions.smallFastPath = o.smallFastPath;
       if (journal !== undefined) ctxOptions.resumed = true;
       if (o.signal !== undefined) ctxOptions.signal = o.signal;
+      ctxOptions.resourceTimeoutMs = resourceTimeoutOf(o, client);
       // File names follow the options the copy was made with (a copy moved to another system keeps its names).
       const recorded = real?.nameOptions();
       const names =

@@ -55,6 +55,11 @@ export interface DownloadOptions extends InstallOptions {
   readonly retries?: number;
   /** Request headers (e.g. conditional GET). */
   readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * No attempt (URL, retry, the client's own retry) starts at or after this time (epoch ms): the time bound of
+   * one resource, all attempts together (see `DestinationOptions.resourceTimeoutMs`).
+   */
+  readonly retryUntil?: number;
 }
 
 const ALWAYS: readonly HashAlgorithm[] = ['md5', 'sha-256'];
@@ -271,8 +276,10 @@ export async function downloadAndInstall(
   options: DownloadOptions = {},
 ): Promise<InstallResult & { readonly url: string }> {
   const candidates = [...(options.mirrors ?? []).filter((m) => m !== url), url];
+  const until = options.retryUntil;
   let lastError: unknown;
   for (const candidate of candidates) {
+    if (lastError !== undefined && until !== undefined && Date.now() >= until) break;
     try {
       if ((expected.length ?? 0) >= RESUMABLE_MIN_BYTES) {
         const r = await downloadResumable(client, candidate, target, expected, {
@@ -286,10 +293,15 @@ export async function downloadAndInstall(
           const res = await client.get(candidate, {
             ...(options.signal === undefined ? {} : { signal: options.signal }),
             ...(options.headers === undefined ? {} : { headers: options.headers }),
+            ...(until === undefined ? {} : { retryUntil: until }),
           });
           return installFromStream(res.body, target, expected, { ...options, url: res.url });
         },
-        { retries: options.retries ?? 2, ...(options.signal === undefined ? {} : { signal: options.signal }) },
+        {
+          retries: options.retries ?? 2,
+          ...(options.signal === undefined ? {} : { signal: options.signal }),
+          ...(until === undefined ? {} : { until }),
+        },
       );
       return { ...result, url: candidate };
     } catch (e) {
@@ -309,6 +321,8 @@ export interface ResumableOptions extends InstallOptions {
   /** Largest body accepted (RS_LIMIT past it). */
   readonly maxBytes?: number;
   readonly headers?: Readonly<Record<string, string>>;
+  /** See {@link DownloadOptions.retryUntil}. */
+  readonly retryUntil?: number;
 }
 
 /**
@@ -362,6 +376,7 @@ export async function downloadResumable(
           headers,
           decompress: false,
           ...(options.signal === undefined ? {} : { signal: options.signal }),
+          ...(options.retryUntil === undefined ? {} : { retryUntil: options.retryUntil }),
         });
         finalUrl = res.url;
         const resumed = resuming && res.status === 206 && contentRangeStart(res.headers['content-range']) === written;
@@ -402,7 +417,11 @@ export async function downloadResumable(
           written += chunk.byteLength;
         }
       },
-      { retries: options.retries ?? 5, ...(options.signal === undefined ? {} : { signal: options.signal }) },
+      {
+        retries: options.retries ?? 5,
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+        ...(options.retryUntil === undefined ? {} : { until: options.retryUntil }),
+      },
     );
     const result: InstallResult = { length: hasher.length, hashes: hasher.digest() };
     if (options.skipVerify !== true) verify(expected, result, finalUrl);

@@ -55,6 +55,8 @@ export interface SmallDownloadOptions {
   readonly signal?: AbortSignal;
   /** Whole-download retries after network errors, timeouts and 5xx (default 2). */
   readonly retries?: number;
+  /** No attempt starts at or after this time (epoch ms; see `DownloadOptions.retryUntil`). */
+  readonly retryUntil?: number;
   /**
    * Places the verified body at `target` (parents exist): {@link writeSmallFile}, or in the Destination's
    * `batch` durability a staged temporary file ({@link stageSmallFile}).
@@ -79,10 +81,14 @@ export async function downloadSmall(
 ): Promise<{ length: number; hashes: Hashes }> {
   const algs: HashAlgorithm[] = ['md5', 'sha-256'];
   if (expected.hashes?.['sha-1'] !== undefined) algs.push('sha-1');
-  const retryOptions: { retries: number; signal?: AbortSignal } = { retries: options.retries ?? 2 };
+  const retryOptions: { retries: number; signal?: AbortSignal; until?: number } = { retries: options.retries ?? 2 };
   if (options.signal !== undefined) retryOptions.signal = options.signal;
+  if (options.retryUntil !== undefined) retryOptions.until = options.retryUntil;
+  const init: { signal?: AbortSignal; retryUntil?: number } = {};
+  if (options.signal !== undefined) init.signal = options.signal;
+  if (options.retryUntil !== undefined) init.retryUntil = options.retryUntil;
   return retryWhole(async () => {
-    const res = await client.get(url, options.signal === undefined ? {} : { signal: options.signal });
+    const res = await client.get(url, init);
     const chunks: Uint8Array[] = [];
     let n = 0;
     for await (const chunk of res.body) {

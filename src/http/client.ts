@@ -85,6 +85,13 @@ export interface RequestInit {
    * bytes just fast enough to beat the idle timeout.
    */
   readonly timeoutMs?: number;
+  /**
+   * No retry starts at or after this time (epoch ms): a retry that would is replaced by a wait until then and the
+   * failure thrown (so the caller can tell the deadline was reached). A caller
+   * that retries too (whole downloads, mirrors) passes one deadline to every layer, so that retries nested inside
+   * retries cannot multiply the time spent on one resource.
+   */
+  readonly retryUntil?: number;
 }
 
 /** A response whose body is being received. */
@@ -405,12 +412,17 @@ export class HttpClient {
         failure = toResourceSyncError(e, url.href, init.signal);
         if (!retriableErrors.has(failure) || attempt >= this.#retries) throw this.#fail(failure);
       }
-      this.stats.retries++;
       const backoff = backoffDelay(attempt, this.#baseDelay, this.#maxDelay);
       const delay = retryAfter === undefined ? backoff : Math.min(this.#maxDelay, Math.max(retryAfter, 0));
-      await sleep(delay, init.signal).catch((e: unknown) => {
-        throw this.#fail(abortError(url.href, init.signal?.reason ?? e));
-      });
+      // Past the deadline: wait for it (the caller sees the time bound reached), then give up.
+      const late = init.retryUntil !== undefined && Date.now() + delay >= init.retryUntil;
+      if (!late) this.stats.retries++;
+      await sleep(late ? Math.max(0, (init.retryUntil as number) - Date.now()) : delay, init.signal).catch(
+        (e: unknown) => {
+          throw this.#fail(abortError(url.href, init.signal?.reason ?? e));
+        },
+      );
+      if (late) throw this.#fail(failure);
     }
   }
 
@@ -548,6 +560,8 @@ export async function retryWhole<T>(
     readonly baseDelayMs?: number;
     readonly maxDelayMs?: number;
     readonly signal?: AbortSignal;
+    /** No attempt starts at or after this time (epoch ms; see {@link RequestInit.retryUntil}). */
+    readonly until?: number;
   } = {},
 ): Promise<T> {
   const retries = options.retries ?? 3;
@@ -556,7 +570,11 @@ export async function retryWhole<T>(
       return await fn(attempt);
     } catch (e) {
       if (attempt >= retries || !isRetriable(e) || options.signal?.aborted === true) throw e;
-      await sleep(backoffDelay(attempt, options.baseDelayMs ?? 250, options.maxDelayMs ?? 30_000), options.signal);
+      const delay = backoffDelay(attempt, options.baseDelayMs ?? 250, options.maxDelayMs ?? 30_000);
+      // Past the deadline: wait for it (the caller sees the time bound reached), then give up.
+      const late = options.until !== undefined && Date.now() + delay >= options.until;
+      await sleep(late ? Math.max(0, (options.until as number) - Date.now()) : delay, options.signal);
+      if (late) throw e;
     }
   }
 }

@@ -9,7 +9,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import yazl from 'yazl';
 
-export type Fault = 'status-500' | 'status-503' | 'reset-mid-body' | 'stall' | 'truncate' | 'not-found';
+/** `hang`: the request is read and never answered (no status line, no timer kept). */
+export type Fault = 'status-500' | 'status-503' | 'reset-mid-body' | 'stall' | 'truncate' | 'not-found' | 'hang';
 
 interface Route {
   body: Buffer;
@@ -145,6 +146,7 @@ export class StaticSource {
       res.end('not found');
       return;
     }
+    if (fault === 'hang') return;
     if (fault === 'stall') {
       res.writeHead(200, { 'content-type': route.type, 'content-length': String(route.body.length) });
       res.write(route.body.subarray(0, Math.min(10, route.body.length >> 1)));
