@@ -51,11 +51,16 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
     if (p !== undefined && (at === undefined || p.ms < (parseDatetime(at)?.ms ?? Number.POSITIVE_INFINITY))) at = t;
   };
   ctx.state.journalBegin('baseline', { source: ctx.options.source, started });
+  const before = ctx.state.getWatermark()?.at;
 
   // Which list entries still need fetching: everything (no dump), none (dumps complete), or a set of URIs.
   const missing = new Set<string>();
   const useDumps = sources.resourceDumps.length > 0 && !ctx.options.noDumps && !ctx.options.dryRun;
   let fallback: 'all' | Set<string> = useDumps ? missing : 'all';
+  // A dump older than the Resource List (or than the copy) holds content the Source has since replaced: it is
+  // not used (installing it would put old bytes over newer ones, and its resources deleted since would land in
+  // the copy); the list is. Costs one extra read of the list's top document when dumps are offered.
+  const newerThanDumps = useDumps ? latest(before, await listSnapshot(ctx, sources.resourceLists)) : undefined;
   if (useDumps) {
     via.push('dump');
     ctx.beginPhase();
@@ -66,6 +71,18 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
       } catch (e) {
         if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
         ctx.warn(codeOf(e), `Resource Dump unusable, using the Resource List: ${messageOf(e)}`, url);
+        fallback = 'all';
+        break;
+      }
+      const dumpAt = tree.at();
+      if (newerThanDumps !== undefined && dumpAt !== undefined && isBefore(dumpAt, newerThanDumps)) {
+        await tree.entries.return(undefined);
+        ctx.warn(
+          'RS_GAP', // as a Change Dump that does not reach back to the watermark (incremental.ts)
+          `the Resource Dump (at ${dumpAt}) is older than ${newerThanDumps === before ? 'the copy' : 'the Resource List'} (at ${newerThanDumps}): using the Resource List`,
+          url,
+        );
+        via.pop();
         fallback = 'all';
         break;
       }
@@ -116,7 +133,9 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
   ctx.progress();
 
   const complete = ctx.counts.failed === 0;
-  const watermark = at ?? started;
+  // Never back: a snapshot older than the copy's watermark leaves it where it is (the copy holds the changes
+  // up to it, and nothing older was installed over them: see isNewerLocally).
+  const watermark = latest(before, at ?? started) as string;
   if (at === undefined)
     ctx.warn('RS_INVALID_VALUE', `the Source gives no "at" time; using the local start time ${started}`);
   if (complete && !ctx.options.dryRun) {
@@ -128,6 +147,43 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
     ctx.emit({ type: 'watermark', at: watermark });
   }
   return { at: watermark, complete, via };
+}
+
+/** True when `a` is strictly earlier than `b` (W3C Datetimes; false when either cannot be read). */
+function isBefore(a: string, b: string): boolean {
+  const x = parseDatetime(a)?.ms;
+  const y = parseDatetime(b)?.ms;
+  return x !== undefined && y !== undefined && x < y;
+}
+
+/** The later of two W3C Datetimes (either may be absent). */
+function latest(a: string | undefined, b: string | undefined): string | undefined {
+  if (a === undefined) return b;
+  if (b === undefined) return a;
+  return isBefore(a, b) ? b : a;
+}
+
+/** The `at` of the first Resource List's top document (undefined when it has none or cannot be read). */
+async function listSnapshot(ctx: SyncContext, lists: readonly string[]): Promise<string | undefined> {
+  const url = lists[0];
+  if (url === undefined) return undefined;
+  try {
+    const tree = await openListTree(ctx, url);
+    const at = tree.at();
+    await tree.entries.return(undefined);
+    return at;
+  } catch (e) {
+    if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+    return undefined; // the list phase reports it
+  }
+}
+
+/**
+ * True when the copy's record of a resource is newer than the snapshot (`at`) an entry comes from: a change
+ * applied after the snapshot was taken. Installing the entry would put older content over newer.
+ */
+function isNewerLocally(rec: ResourceRecord | undefined, at: string | undefined): boolean {
+  return rec !== undefined && rec.sourceDatetime !== undefined && at !== undefined && isBefore(at, rec.sourceDatetime);
 }
 
 /**
@@ -220,6 +276,10 @@ export async function applyListEntry(ctx: SyncContext, entry: Entry, at: string 
   if (target === undefined) return;
   const expected = expectedOf(entry);
   const rec = ctx.lookup(uri);
+  if (isNewerLocally(rec, at)) {
+    ctx.count(uri, 'skipped', 'list'); // changed after the list's snapshot: the copy has the newer content
+    return;
+  }
   // The file is looked at only when that can spare the download: a record that may match (no hash to tell, or
   // the same hash), or after an interrupted run (files installed but not recorded are adopted). An unrecorded
   // file otherwise (put there by hand) is simply replaced.
@@ -320,6 +380,10 @@ async function applyResourcePackage(
         if (target === undefined) return;
         const expected = expectedOf(m);
         const rec = ctx.lookup(uri);
+        if (isNewerLocally(rec, at())) {
+          ctx.count(uri, 'skipped', 'dump'); // changed after the dump's snapshot: the copy has the newer content
+          return;
+        }
         const size = rec === undefined && ctx.options.resumed !== true ? undefined : await regularFileSize(target);
         if (size !== undefined && isUpToDate(rec, expected, size)) {
           await touch(ctx, rec, at());
