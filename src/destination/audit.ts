@@ -58,6 +58,7 @@ export async function runAudit(ctx: SyncContext, sources: AuditSources): Promise
       url: ctx.options.source,
     });
   const seen = new UriSet();
+  let kept = 0;
   try {
     await compareAll(ctx, sources, seen, note);
     // Local files the Source does not have: the tree on disk is the copy (recorded or not, e.g. put by hand).
@@ -69,11 +70,18 @@ export async function runAudit(ctx: SyncContext, sources: AuditSources): Promise
       // name cut to the file system's limit, a URI read in its valid spelling: docs/file-names.md).
       const owner = ctx.state.fileOwner(ctx.relativePath(file));
       if (owner !== undefined && (owner.otherSet || seen.has(owner.uri) || !ctx.accepts(owner.uri))) return;
+      if (owner?.deleted === true) kept++;
       note('extra', owner?.uri ?? uri ?? file);
     });
   } finally {
     seen.close();
   }
+  if (kept > 0)
+    ctx.warn(
+      'RS_CONFIG',
+      `${kept} of the extra files ${kept === 1 ? 'is a deletion' : 'are deletions'} recorded by runs without --delete ` +
+        `(files kept): \`resourcesync sync --delete ${ctx.options.source} ${ctx.options.dir}\` removes them`,
+    );
   return audit;
 }
 

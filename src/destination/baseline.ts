@@ -207,18 +207,10 @@ async function touch(ctx: SyncContext, rec: ResourceRecord | undefined, at: stri
 async function retireExtras(ctx: SyncContext, at: string): Promise<void> {
   const atMs = parseDatetime(at)?.ms;
   if (atMs === undefined) return;
+  await removeKeptDeletions(ctx, 'list');
   for (const rec of ctx.state.all()) {
     // Left out by --include / --exclude: neither fetched nor seen in this run, and not deleted either.
-    if (!ctx.accepts(rec.uri)) continue;
-    if (rec.deleted === true) {
-      // A deletion recorded by an earlier run without --delete: its file goes now.
-      const file = join(ctx.options.dir, rec.path);
-      if (ctx.options.deleteFiles && (await regularFileSize(file)) !== undefined) {
-        await ctx.removeFile(file);
-        ctx.count(rec.uri, 'deleted', 'list');
-      }
-      continue;
-    }
+    if (!ctx.accepts(rec.uri) || rec.deleted === true) continue;
     const ms = rec.sourceDatetime === undefined ? undefined : parseDatetime(rec.sourceDatetime)?.ms;
     if (ms !== undefined && ms >= atMs) continue;
     try {
@@ -230,6 +222,26 @@ async function retireExtras(ctx: SyncContext, at: string): Promise<void> {
     }
   }
   await ctx.recorder.flush();
+}
+
+/**
+ * With `--delete`: removes the files of deletions that earlier runs recorded without it (files kept), so that
+ * a later `sync --delete`, baseline or incremental, brings the copy in line (in a dry run: counts them). Memory:
+ * one page of records.
+ */
+export async function removeKeptDeletions(ctx: SyncContext, from: 'list' | 'change'): Promise<void> {
+  if (!ctx.options.deleteFiles) return;
+  for (const rec of ctx.state.deletedRecords()) {
+    if (!ctx.accepts(rec.uri)) continue;
+    const file = join(ctx.options.dir, rec.path);
+    if ((await regularFileSize(file)) === undefined) continue;
+    try {
+      if (!ctx.options.dryRun) await ctx.removeFile(file);
+      ctx.count(rec.uri, 'deleted', from);
+    } catch (e) {
+      ctx.count(rec.uri, 'failed', from, e);
+    }
+  }
 }
 
 function missingFromDump(uri: string): ResourceSyncError {

@@ -44,6 +44,7 @@ export type StateLike = Pick<
   | 'markDeleted'
   | 'remove'
   | 'all'
+  | 'deletedRecords'
   | 'count'
   | 'transaction'
   | 'getWatermark'
@@ -65,6 +66,7 @@ export function dryState(real: StateLike | undefined): StateLike {
     markDeleted: () => undefined,
     remove: () => undefined,
     all: () => real?.all() ?? [][Symbol.iterator](),
+    deletedRecords: () => real?.deletedRecords() ?? [][Symbol.iterator](),
     count: () => real?.count() ?? 0,
     transaction: <T>(fn: () => T): T => fn(),
     getWatermark: () => real?.getWatermark(),

@@ -12,7 +12,7 @@
  */
 import { formatDatetime, parseDatetime } from '../core/datetime.js';
 import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
-import { targetOf } from './baseline.js';
+import { removeKeptDeletions, targetOf } from './baseline.js';
 import { forEachConcurrent } from './concurrent.js';
 import { type SyncContext, describeError, hashLocal, regularFileSize } from './context.js';
 import { type ChangeDocumentRef, openExpected, readChangeDumpIndex, readChangeListIndex } from './documents.js';
@@ -143,6 +143,8 @@ export async function runIncremental(
       if (!complete) break;
     }
   }
+  // Deletions earlier runs recorded without --delete (files kept) are applied by this one with it.
+  if (complete) await removeKeptDeletions(ctx, 'change');
   return { watermark: wm, complete, via };
 }
 

@@ -283,6 +283,8 @@ export class DestinationState {
   readonly #remove: Database.Statement<[string]>;
   readonly #page: Database.Statement<[string, number], Row>;
   readonly #pageSet: Database.Statement<[string, number, number], Row>;
+  readonly #deletedPage: Database.Statement<[string, number], Row>;
+  readonly #deletedPageSet: Database.Statement<[string, number, number], Row>;
   readonly #count: Database.Statement<[], { n: number }>;
   readonly #countAll: Database.Statement<[], { n: number }>;
   readonly #getMeta: Database.Statement<[string], { value: string }>;
@@ -311,6 +313,10 @@ export class DestinationState {
     this.#remove = db.prepare('DELETE FROM resources WHERE uri = ?');
     this.#page = db.prepare('SELECT * FROM resources WHERE uri > ? ORDER BY uri LIMIT ?');
     this.#pageSet = db.prepare('SELECT * FROM resources WHERE uri > ? AND set_id = ? ORDER BY uri LIMIT ?');
+    this.#deletedPage = db.prepare('SELECT * FROM resources WHERE uri > ? AND deleted = 1 ORDER BY uri LIMIT ?');
+    this.#deletedPageSet = db.prepare(
+      'SELECT * FROM resources WHERE uri > ? AND deleted = 1 AND set_id = ? ORDER BY uri LIMIT ?',
+    );
     this.#count = db.prepare('SELECT count(*) AS n FROM resources WHERE deleted = 0');
     this.#countAll = db.prepare('SELECT count(*) AS n FROM resources');
     this.#getMeta = db.prepare('SELECT value FROM meta WHERE key = ?');
@@ -402,14 +408,19 @@ export class DestinationState {
   }
 
   /**
-   * Whose file the local file at `path` (relative, `/`-separated) is: the URI recorded for it, and whether it
-   * belongs to a set other than the selected one. `<path>/%%self` is the file of the record of `<path>`.
+   * Whose file the local file at `path` (relative, `/`-separated) is: the URI recorded for it, whether it
+   * belongs to a set other than the selected one, and whether its resource was deleted at the Source (a
+   * deletion recorded without `--delete`: the file was kept). `<path>/%%self` is the file of the record of `<path>`.
    */
-  fileOwner(path: string): { readonly uri: string; readonly otherSet: boolean } | undefined {
+  fileOwner(path: string): { readonly uri: string; readonly otherSet: boolean; readonly deleted: boolean } | undefined {
     const natural = path.endsWith(`/${SELF_NAME}`) ? path.slice(0, -SELF_NAME.length - 1) : path;
     const row = this.#getByPath.get(natural);
     if (row === undefined) return undefined;
-    return { uri: row.uri, otherSet: this.#setId !== null && row.set_id !== null && row.set_id !== this.#setId };
+    return {
+      uri: row.uri,
+      otherSet: this.#setId !== null && row.set_id !== null && row.set_id !== this.#setId,
+      deleted: row.deleted !== 0,
+    };
   }
 
   /** Inserts or replaces the record of `rec.uri`. */
@@ -449,6 +460,23 @@ export class DestinationState {
     const set = this.#setId;
     for (;;) {
       const rows = set === null ? this.#page.all(after, pageSize) : this.#pageSet.all(after, set, pageSize);
+      for (const row of rows) yield toRecord(row);
+      const last = rows[rows.length - 1];
+      if (last === undefined || rows.length < pageSize) return;
+      after = last.uri;
+    }
+  }
+
+  /**
+   * The records marked deleted (deletions recorded, their files removed or kept) of the selected set, as
+   * {@link all}. One scan of the table; memory is one page.
+   */
+  *deletedRecords(pageSize = 1000): IterableIterator<ResourceRecord> {
+    let after = '';
+    const set = this.#setId;
+    for (;;) {
+      const rows =
+        set === null ? this.#deletedPage.all(after, pageSize) : this.#deletedPageSet.all(after, set, pageSize);
       for (const row of rows) yield toRecord(row);
       const last = rows[rows.length - 1];
       if (last === undefined || rows.length < pageSize) return;
