@@ -7,14 +7,13 @@
 import { formatDatetime, parseDatetime } from '../core/datetime.js';
 import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
 import type { Entry } from '../core/model.js';
-import type { ResourceRecord } from './state.js';
 import { join } from 'node:path';
 import { forEachConcurrent } from './concurrent.js';
-import { type SyncContext, describeError, hashLocal, regularFileSize } from './context.js';
+import { type SyncContext, describeError, regularFileSize } from './context.js';
 import { openExpected, openListTree } from './documents.js';
 import { DumpPackage, fetchPackage } from './dump.js';
-import { candidateUrls, expectedOf, hashesMatchExpected, isUpToDate, recordHashes } from './plan.js';
-import { hashesMatch } from '../core/hash.js';
+import { expectedOf } from './plan.js';
+import { applyResource, fetchInstaller, packageInstaller } from './apply.js';
 
 /** Where a baseline reads from. */
 export interface BaselineSources {
@@ -179,26 +178,6 @@ async function listSnapshot(ctx: SyncContext, lists: readonly string[]): Promise
 }
 
 /**
- * True when the copy's record of a resource is newer than the snapshot (`at`) an entry comes from: a change
- * applied after the snapshot was taken. Installing the entry would put older content over newer.
- */
-function isNewerLocally(rec: ResourceRecord | undefined, at: string | undefined): boolean {
-  return rec !== undefined && rec.sourceDatetime !== undefined && at !== undefined && isBefore(at, rec.sourceDatetime);
-}
-
-/**
- * Marks an unchanged resource as seen in this snapshot: its record's source datetime becomes `at` (never
- * lowered), so {@link retireExtras} can tell it from resources the Source no longer lists.
- */
-async function touch(ctx: SyncContext, rec: ResourceRecord | undefined, at: string | undefined): Promise<void> {
-  if (rec === undefined || at === undefined || ctx.options.dryRun) return;
-  const atMs = parseDatetime(at)?.ms;
-  const recMs = rec.sourceDatetime === undefined ? undefined : parseDatetime(rec.sourceDatetime)?.ms;
-  if (atMs === undefined || (recMs !== undefined && recMs >= atMs)) return;
-  await ctx.recorder.put({ ...rec, sourceDatetime: at });
-}
-
-/**
  * After a complete baseline: resources recorded locally but absent from the snapshot (their record predates
  * `at`: neither fetched nor seen unchanged in this run) were deleted at the Source. They are handled like
  * deletions: removed with `--delete`, else recorded as deleted and kept. With `--delete`, files of deletions
@@ -278,64 +257,25 @@ export function targetOf(ctx: SyncContext, uri: string, from: 'list' | 'dump' | 
 }
 
 /**
- * Brings one Resource List entry up to date: skipped when present with the same content (by hash, else length
- * and lastmod), adopted when an unrecorded local file already has the expected hash, otherwise fetched from
- * its mirrors then its loc, verified and installed.
+ * Brings one Resource List entry up to date ({@link applyResource}): skipped when present with the same content
+ * (by hash, else length and lastmod) or newer, adopted when an unrecorded local file already has the expected
+ * hash, otherwise fetched from its mirrors then its loc, verified and installed.
  */
 export async function applyListEntry(ctx: SyncContext, entry: Entry, at: string | undefined): Promise<void> {
   const uri = entry.loc;
   const target = targetOf(ctx, uri, 'list');
   if (target === undefined) return;
-  const expected = expectedOf(entry);
-  const rec = ctx.lookup(uri);
-  if (isNewerLocally(rec, at)) {
-    ctx.count(uri, 'skipped', 'list'); // changed after the list's snapshot: the copy has the newer content
-    return;
-  }
-  // The file is looked at only when that can spare the download: a record that may match (no hash to tell, or
-  // the same hash), or after an interrupted run (files installed but not recorded are adopted). An unrecorded
-  // file otherwise (put there by hand) is simply replaced.
-  const mayMatch =
-    rec !== undefined &&
-    rec.deleted !== true &&
-    (expected.hashes === undefined || hashesMatch(expected.hashes, recordHashes(rec)) !== false);
-  const size = mayMatch || ctx.options.resumed === true ? await regularFileSize(target) : undefined;
-  if (size !== undefined && isUpToDate(rec, expected, size)) {
-    await touch(ctx, rec, at);
-    ctx.count(uri, 'skipped', 'list');
-    return;
-  }
-  if (
-    size !== undefined &&
-    expected.hashes !== undefined &&
-    !ctx.options.dryRun &&
-    (rec === undefined || (rec.deleted !== true && ctx.options.resumed === true))
-  ) {
-    // A file installed by an interrupted run before it was recorded, or placed by hand: adopt it if it matches.
-    try {
-      const local = await hashLocal(target, expected);
-      if (hashesMatchExpected(expected, local)) {
-        await ctx.recorder.put(ctx.record(uri, target, local, entry.lastmod, at), target);
-        ctx.count(uri, 'skipped', 'list');
-        return;
-      }
-    } catch {
-      // Unreadable: fetch it again.
-    }
-  }
-  const action = rec === undefined || rec.deleted === true ? 'created' : 'updated';
-  if (ctx.options.dryRun) {
-    ctx.count(uri, action, 'list');
-    return;
-  }
-  const r = await ctx.fetchResource(candidateUrls(entry), target, expected);
-  if ('error' in r) {
-    ctx.count(uri, 'failed', 'list', r.error);
-    return;
-  }
-  ctx.counts.bytes += r.length;
-  await ctx.recorder.put(ctx.record(uri, target, r, entry.lastmod, at), target);
-  ctx.count(uri, action, 'list');
+  const failed = await applyResource(ctx, {
+    uri,
+    target,
+    entry,
+    rec: ctx.lookup(uri),
+    change: 'snapshot',
+    datetime: at,
+    from: 'list',
+    installer: fetchInstaller(ctx, entry),
+  });
+  if (failed !== undefined) ctx.count(uri, 'failed', 'list', failed.error);
 }
 
 /**
@@ -390,29 +330,21 @@ async function applyResourcePackage(
         const uri = m.loc;
         const target = targetOf(ctx, uri, 'dump');
         if (target === undefined) return;
-        const expected = expectedOf(m);
-        const rec = ctx.lookup(uri);
-        if (isNewerLocally(rec, at())) {
-          ctx.count(uri, 'skipped', 'dump'); // changed after the dump's snapshot: the copy has the newer content
-          return;
-        }
-        const size = rec === undefined && ctx.options.resumed !== true ? undefined : await regularFileSize(target);
-        if (size !== undefined && isUpToDate(rec, expected, size)) {
-          await touch(ctx, rec, at());
-          ctx.count(uri, 'skipped', 'dump');
-          return;
-        }
-        try {
-          const r = await ctx.installFromPackage(pkg, m.md?.path, target, expected);
-          ctx.counts.bytes += r.length;
-          await ctx.recorder.put(ctx.record(uri, target, r, m.lastmod, at()), target);
-          ctx.count(uri, rec === undefined || size === undefined ? 'created' : 'updated', 'dump');
-        } catch (e) {
-          if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+        const failed = await applyResource(ctx, {
+          uri,
+          target,
+          entry: m,
+          rec: ctx.lookup(uri),
+          change: 'snapshot',
+          datetime: at(),
+          from: 'dump',
+          installer: packageInstaller(ctx, pkg, m.md?.path),
+        });
+        if (failed !== undefined) {
           fallback.add(uri);
           ctx.warn(
-            codeOf(e),
-            `${uri}: not installed from the package, will use the Resource List: ${messageOf(e)}`,
+            codeOf(failed.error),
+            `${uri}: not installed from the package, will use the Resource List: ${messageOf(failed.error)}`,
             url,
           );
         }

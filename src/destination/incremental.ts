@@ -12,24 +12,19 @@
  */
 import { formatDatetime, parseDatetime } from '../core/datetime.js';
 import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
+import { applyResource, fetchInstaller, packageInstaller } from './apply.js';
 import { removeKeptDeletions, targetOf } from './baseline.js';
 import { forEachConcurrent } from './concurrent.js';
-import { type SyncContext, describeError, hashLocal, regularFileSize } from './context.js';
+import { type SyncContext, describeError } from './context.js';
 import { type ChangeDocumentRef, openExpected, readChangeDumpIndex, readChangeListIndex } from './documents.js';
 import { DumpPackage, fetchPackage } from './dump.js';
-import { hashesMatch } from '../core/hash.js';
 import type { ResourceRecord } from './state.js';
 import {
   type ChangePlan,
   ChangeCoalescer,
   type PlannedChange,
-  candidateUrls,
-  expectedOf,
   findGap,
-  hashesMatchExpected,
   isChangeApplied,
-  isUpToDate,
-  recordHashes,
   selectIntervals,
 } from './plan.js';
 
@@ -235,76 +230,18 @@ async function applyChange(
     ctx.count(uri, 'skipped', from);
     return;
   }
-  if (change.change === 'deleted') {
-    if (ctx.options.dryRun) {
-      ctx.count(uri, ctx.options.deleteFiles ? 'deleted' : 'deletion-recorded', from);
-      return;
-    }
-    try {
-      if (ctx.options.deleteFiles) await ctx.removeFile(target);
-      await ctx.recorder.delete(uri, change.datetime, ctx.options.deleteFiles);
-      ctx.count(uri, ctx.options.deleteFiles ? 'deleted' : 'deletion-recorded', from);
-    } catch (e) {
-      ctx.count(uri, 'failed', from, e);
-    }
-    return;
-  }
-  const expected = expectedOf(change.entry);
-  // The file is looked at only when that can spare the download: the record may already match the change
-  // (no hash to tell, or the same hash), or an unrecorded file may be adopted (see below).
-  const mayMatch =
-    rec !== undefined &&
-    rec.deleted !== true &&
-    (expected.hashes === undefined || hashesMatch(expected.hashes, recordHashes(rec)) !== false);
-  const mayAdopt = expected.hashes !== undefined && (rec === undefined || ctx.options.resumed === true);
-  const size = mayMatch || mayAdopt ? await regularFileSize(target) : undefined;
-  if (size !== undefined && !ctx.options.dryRun && isUpToDate(rec, expected, size)) {
-    // The content the change describes is already here (by recorded hash, or length + lastmod).
-    await ctx.recorder.put({ ...(rec as ResourceRecord), sourceDatetime: change.datetime });
-    ctx.count(uri, 'skipped', from);
-    return;
-  }
-  if (
-    size !== undefined &&
-    expected.hashes !== undefined &&
-    !ctx.options.dryRun &&
-    (rec === undefined || ctx.options.resumed === true)
-  ) {
-    // Installed by an interrupted run but not recorded yet: record it without fetching.
-    try {
-      const local = await hashLocal(target, expected);
-      if (hashesMatchExpected(expected, local)) {
-        await ctx.recorder.put(ctx.record(uri, target, local, change.entry.lastmod, change.datetime), target);
-        ctx.count(uri, 'skipped', from);
-        return;
-      }
-    } catch {
-      // Unreadable: fetch again.
-    }
-  }
-  const action = rec === undefined || rec.deleted === true ? 'created' : 'updated';
-  if (ctx.options.dryRun) {
-    ctx.count(uri, action, from);
-    return;
-  }
-  let result: { length: number; hashes: import('../core/hash.js').Hashes } | { error: unknown };
-  if (pkg !== undefined) {
-    try {
-      result = await ctx.installFromPackage(pkg, change.entry.md?.path, target, expected);
-    } catch (e) {
-      if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
-      result = { error: e };
-    }
-  } else {
-    result = await ctx.fetchResource(candidateUrls(change.entry), target, expected);
-  }
-  if ('error' in result) {
-    ctx.count(uri, 'failed', from, result.error);
-    return;
-  }
-  ctx.counts.bytes += result.length;
-  await ctx.recorder.put(ctx.record(uri, target, result, change.entry.lastmod, change.datetime), target);
-  ctx.count(uri, action, from);
+  const failed = await applyResource(ctx, {
+    uri,
+    target,
+    entry: change.entry,
+    rec,
+    change: change.change,
+    datetime: change.datetime,
+    from,
+    installer:
+      pkg === undefined ? fetchInstaller(ctx, change.entry) : packageInstaller(ctx, pkg, change.entry.md?.path),
+  });
+  if (failed !== undefined) ctx.count(uri, 'failed', from, failed.error);
 }
 
 /**
