@@ -390,7 +390,7 @@ export class SyncContext {
       root: options.dir,
       ...(options.spares === undefined ? {} : { spares: options.spares }),
       // Group commit where the last batch's wait weighs on the run: changes are usually few.
-      ...(operation === 'incremental' ? { groupSize: INCREMENTAL_GROUP_SIZE } : {}),
+      ...(operation === 'incremental' || operation === 'notification' ? { groupSize: INCREMENTAL_GROUP_SIZE } : {}),
     });
   }
 
@@ -589,7 +589,12 @@ export class SyncContext {
    */
   async placeSmall(target: string, body: Uint8Array): Promise<void> {
     // A baseline into an empty copy creates files; an incremental run mostly replaces them.
-    const replacing = this.operation === 'incremental' ? true : this.stateWasEmpty ? false : undefined;
+    const replacing =
+      this.operation === 'incremental' || this.operation === 'notification'
+        ? true
+        : this.stateWasEmpty
+          ? false
+          : undefined;
     if (this.options.durability === 'batch' && !this.options.dryRun) {
       const spare = replacing === true ? this.options.spares?.take() : undefined;
       if (spare !== undefined) {

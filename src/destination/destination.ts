@@ -29,6 +29,8 @@ import { SPARE_DIR_NAME, SparePool } from './spares.js';
 import { sweepTempFiles } from './sweep.js';
 import { type UriFilter, createUriFilter } from './filter.js';
 import { type CopyLock, lockCopy } from './lock.js';
+import type { ResourceChange } from '../notify/payloads.js';
+import { type FollowOptions, type FollowStats, applyNotifiedChanges, followCopy } from './follow.js';
 import { sharedFileWriter } from './file-writer.js';
 import { prepareSyncFileSystem } from '../io/syncfs.js';
 
@@ -136,7 +138,9 @@ export interface SourceDocuments {
  * ```
  */
 export class Destination {
-  private readonly listeners = new Set<(e: SyncEvent) => void>();
+  private listeners = new Set<(e: SyncEvent) => void>();
+  /** The last discovery (reused by {@link applyNotified}). */
+  private discovered: DiscoveryResult | undefined;
   readonly dir: string;
   /** The `include` / `exclude` patterns, compiled (a malformed one throws `RS_CONFIG` here). */
   readonly filter: UriFilter;
@@ -173,6 +177,31 @@ export class Destination {
     return this.run('audit');
   }
 
+  /**
+   * Applies the changes of a change notification (N-§4) to the copy, as an incremental run applies a Change
+   * List's (the same lock, state, writer and {@link applyResource} rules; a change the record already shows is
+   * skipped), without moving the watermark: only a complete incremental run does. Changes without a datetime
+   * are left out (a catch-up run finds them in the Change Lists). Discovery is that of the last run of this
+   * Destination when there was one. Memory: the changes given.
+   */
+  applyNotified(changes: readonly ResourceChange[]): Promise<SyncSummary> {
+    return this.run('notification', changes);
+  }
+
+  /**
+   * Keeps the copy in step with the Source until the Destination's `signal` aborts (see {@link followCopy}):
+   * a first run, then notifications over the channels the Source advertises (or WebSub with a callback), and
+   * catch-up runs; polls at `catchUpIntervalMs` while no channel is up or none is advertised.
+   */
+  follow(options: FollowOptions = {}): Promise<FollowStats> {
+    const client = this.options.client ?? new HttpClient(sourceHttpOptions(this.options.url, this.options.http));
+    const self = new Destination({ ...this.options, client });
+    self.listeners = this.listeners;
+    return followCopy(self, client, options).finally(async () => {
+      if (this.options.client === undefined) await client.close().catch(() => undefined);
+    });
+  }
+
   /** Finds the Source's documents (discovery, §8). */
   async discover(client: HttpClient): Promise<SourceDocuments> {
     return documentsOf(await this.discoverSource(client));
@@ -195,7 +224,7 @@ export class Destination {
     }
   }
 
-  private async run(mode: Operation | 'auto'): Promise<SyncSummary> {
+  private async run(mode: Operation | 'auto', notified?: readonly ResourceChange[]): Promise<SyncSummary> {
     const started = Date.now();
     const o = this.options;
     const dryRun = o.dryRun ?? false;
@@ -224,7 +253,9 @@ export class Destination {
         await sweepTempFiles(this.dir);
       }
       // The Source and set decide the watermark: discovery first.
-      const discovered = await this.discoverSource(client);
+      const discovered =
+        mode === 'notification' && this.discovered !== undefined ? this.discovered : await this.discoverSource(client);
+      this.discovered = discovered;
       const docs = documentsOf(discovered);
       const key = setKeyOf(discovered);
       if (real !== undefined) selectSourceSet(real, key, o, this.dir);
@@ -300,7 +331,7 @@ export class Destination {
       // Started before the operation (a Node worker thread is online ~22-23 ms after it is created here): the file
       // writer thread replaces files in incremental runs, the sync co-process flushes `batch` runs.
       if (!readOnly) {
-        if (op === 'incremental') sharedFileWriter().warm();
+        if (op === 'incremental' || op === 'notification') sharedFileWriter().warm();
         if (ctxOptions.durability === 'batch') prepareSyncFileSystem();
       }
       let ctx = makeCtx(op);
@@ -340,6 +371,9 @@ export class Destination {
             complete = r.complete;
             if (r.complete && !dryRun) watermarkAfter = r.at;
           }
+        } else if (op === 'notification') {
+          await applyNotifiedChanges(ctx, notified ?? [], watermark?.at);
+          complete = ctx.counts.failed === 0;
         } else {
           audit = await runAudit(ctx, docs satisfies AuditSources);
           complete = true;

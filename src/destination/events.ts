@@ -5,8 +5,11 @@
  */
 import type { ErrorCode } from '../core/errors.js';
 
-/** The three operations of §5.2. */
-export type Operation = 'baseline' | 'incremental' | 'audit';
+/**
+ * The three operations of §5.2, and `notification`: changes a change notification (N-§4) carried, applied as an
+ * incremental run applies a Change List's, without moving the watermark (see `Destination.applyNotified`).
+ */
+export type Operation = 'baseline' | 'incremental' | 'audit' | 'notification';
 
 /** What happened to one resource. */
 export type ResourceAction =

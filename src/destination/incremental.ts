@@ -216,7 +216,7 @@ const PLAN_CHUNK = 1000;
  * Applies one coalesced change (from a Change List, or from a Change Dump package when `pkg` is given); `rec`
  * is the resource's record as it stood before the run (each resource has one change in a plan).
  */
-async function applyChange(
+export async function applyChange(
   ctx: SyncContext,
   change: PlannedChange,
   pkg: DumpPackage | undefined,

@@ -4,7 +4,14 @@
  * @module
  */
 // Operations and library API (helper F).
-export { Destination, type DestinationOptions, type SourceDocuments, documentsOf } from './destination.js';
+export {
+  Destination,
+  type DestinationOptions,
+  type SourceDocuments,
+  documentsOf,
+  sourceHttpOptions,
+} from './destination.js';
+export { type FollowEvent, type FollowOptions, type FollowStats, followCopy } from './follow.js';
 export type {
   AuditCounts,
   Operation,

@@ -1,129 +1,14 @@
 /**
- * The loop a follower (`sync --follow`) runs over a notification receiver (WebSocket `ChannelClient` or WebSub
- * `WebSubSubscriber`): catch up from the Change Lists on every (re)connection and after every refused or lost
- * notification, apply each change notification in order, skip duplicates, stop cleanly on abort.
- *
- * Catch-ups and applications never overlap (one at a time, in arrival order), and several catch-up triggers in
- * a row cause one catch-up. Duplicates: a change (uri, change, datetime) seen in the last `dedupeWindow`
- * changes is not applied twice; `apply` should still be idempotent (a change applied by a catch-up may arrive
- * again as a notification), e.g. by comparing the hash with the local state.
+ * What a follower learns from a Source's Capability List and its framework notifications: where notifications
+ * can be had ({@link findNotificationEndpoints}: WebSocket channels, WebSub hub and topics, only as advertised),
+ * and what a framework notification means for one set ({@link assessFrameworkNotification}). The follower's loop
+ * itself is `Destination.follow()` (src/destination/follow.ts).
  *
  * @module
  */
 import { ResourceSyncError } from '../core/errors.js';
 import type { Entry, Link } from '../core/model.js';
-import type { NotificationEvent } from './events.js';
-import type { ChangeNotification, FrameworkChange, FrameworkNotification, ResourceChange } from './payloads.js';
-
-export interface FollowOptions {
-  readonly events: AsyncIterable<NotificationEvent>;
-  /** Brings the copy up to date from the Change Lists since its watermark. */
-  readonly catchUp: (reason: string) => Promise<void>;
-  /** Applies the (not yet seen) changes of one change notification, in order. */
-  readonly apply: (changes: readonly ResourceChange[], notification: ChangeNotification) => Promise<void>;
-  /** A framework notification (a capability document changed); default: nothing. */
-  readonly onFramework?: (notification: FrameworkNotification) => Promise<void>;
-  /** Stops the loop (after the step in progress). */
-  readonly signal?: AbortSignal;
-  /** Changes remembered for the duplicate check (default 10,000). */
-  readonly dedupeWindow?: number;
-  /** Each event as it is handled (logging). */
-  readonly onEvent?: (event: NotificationEvent) => void;
-  /**
-   * When `apply` throws: return true to catch up instead (default), false to stop with the error.
-   */
-  readonly onApplyError?: (error: unknown) => boolean;
-}
-
-export interface FollowStats {
-  catchUps: number;
-  notifications: number;
-  applied: number;
-  duplicates: number;
-}
-
-/**
- * Runs until the events end or `signal` aborts; resolves with counts. Memory bound: `dedupeWindow` keys.
- *
- * @example
- * ```ts
- * const client = new ChannelClient({ url: channelUrl });
- * const ac = new AbortController();
- * process.once('SIGINT', () => ac.abort());
- * await followNotifications({ events: client.events(), catchUp: () => dest.incremental(), apply, signal: ac.signal });
- * await client.close();
- * ```
- */
-export async function followNotifications(options: FollowOptions): Promise<FollowStats> {
-  const stats: FollowStats = { catchUps: 0, notifications: 0, applied: 0, duplicates: 0 };
-  const window = Math.max(1, options.dedupeWindow ?? 10_000);
-  const seen = new Set<string>();
-  const remember = (key: string): void => {
-    seen.add(key);
-    if (seen.size > window) {
-      const oldest = seen.values().next().value;
-      if (oldest !== undefined) seen.delete(oldest);
-    }
-  };
-  const it = options.events[Symbol.asyncIterator]();
-  const aborted = new Promise<IteratorResult<NotificationEvent>>((resolve) => {
-    if (options.signal?.aborted === true) resolve({ value: undefined, done: true });
-    options.signal?.addEventListener('abort', () => resolve({ value: undefined, done: true }), { once: true });
-  });
-  let pendingCatchUp: string | undefined;
-  for (;;) {
-    if (pendingCatchUp !== undefined) {
-      const reason = pendingCatchUp;
-      pendingCatchUp = undefined;
-      stats.catchUps++;
-      await options.catchUp(reason);
-      seen.clear(); // the copy is now at least as new as anything notified before
-    }
-    const r = await Promise.race([it.next(), aborted]);
-    if (r.done === true || options.signal?.aborted === true) break;
-    const e = r.value;
-    options.onEvent?.(e);
-    switch (e.type) {
-      case 'connected':
-        pendingCatchUp = e.reconnect ? 'reconnected' : 'connected';
-        break;
-      case 'refused':
-        pendingCatchUp = `notification refused (${e.reason})`;
-        break;
-      case 'disconnected':
-        break;
-      case 'notification': {
-        stats.notifications++;
-        const n = e.notification;
-        if (n.kind === 'framework-notification') {
-          await options.onFramework?.(n);
-          break;
-        }
-        const fresh: ResourceChange[] = [];
-        for (const c of n.changes) {
-          const key = `${c.uri}\n${c.change}\n${c.datetime ?? c.lastmod ?? ''}`;
-          if (seen.has(key)) stats.duplicates++;
-          else {
-            remember(key);
-            fresh.push(c);
-          }
-        }
-        if (fresh.length === 0) break;
-        try {
-          await options.apply(fresh, n);
-          stats.applied += fresh.length;
-        } catch (err) {
-          if (options.onApplyError?.(err) === false) throw err;
-          for (const c of fresh) seen.delete(`${c.uri}\n${c.change}\n${c.datetime ?? c.lastmod ?? ''}`);
-          pendingCatchUp = `apply failed: ${err instanceof Error ? err.message : String(err)}`;
-        }
-        break;
-      }
-    }
-  }
-  if (options.signal?.aborted === true) void it.return?.();
-  return stats;
-}
+import type { FrameworkChange, FrameworkNotification } from './payloads.js';
 
 /** An error for a follow that cannot start (no channel advertised and no callback given). */
 export function noChannelError(url: string): ResourceSyncError {

@@ -12,10 +12,7 @@ export type {
   NotificationRefused,
 } from './events.js';
 export {
-  type FollowOptions,
-  type FollowStats,
   findNotificationEndpoints,
-  followNotifications,
   type NotificationEndpoints,
   noChannelError,
 } from './follow.js';
