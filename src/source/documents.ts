@@ -23,7 +23,7 @@ import {
 import { writeDocumentFile, writeSplitDocuments } from '../xml/index.js';
 import { partName, type SiteLayout } from './layout.js';
 import { resourceUrl } from './paths.js';
-import type { ChangeListPart, ChangeRecord, ResourceRecord, StoreSnapshot } from './store.js';
+import type { ChangeListPart, ChangeRecord, ResourceLink, ResourceRecord, StoreSnapshot } from './store.js';
 
 /** The capabilities a set can offer (§9). */
 export type SetCapability = 'resourcelist' | 'resourcedump' | 'changelist' | 'changedump';
@@ -109,7 +109,37 @@ export function resourceEntry(base: URL, r: ResourceRecord, path?: string): Entr
   if (r.type !== undefined) md.type = r.type;
   if (path !== undefined) md.path = path;
   const loc = PLAIN_PATH.test(r.uri) ? base.href + r.uri : resourceUrl(base, r.uri);
-  return { element: 'url', loc, lastmod: formatDatetimeFast(r.lastmodMs), md, links: [] };
+  return {
+    element: 'url',
+    loc,
+    lastmod: formatDatetimeFast(r.lastmodMs),
+    md,
+    links: r.links === undefined ? [] : entryLinks(base, r.links),
+  };
+}
+
+/** An absolute URI: a scheme (RFC 3986 §3.1) and `:`. */
+const ABSOLUTE_URI = /^[A-Za-z][A-Za-z0-9+.-]*:/;
+
+/**
+ * The `<rs:ln>` elements of a resource's links (§14): a relative `href` is resolved against the base URL and
+ * percent-encoded like a resource key; an absolute one is written as it is.
+ */
+export function entryLinks(base: URL, links: readonly ResourceLink[]): Link[] {
+  return links.map((l) => {
+    const out: Link = { rel: l.rel, href: ABSOLUTE_URI.test(l.href) ? l.href : resourceUrl(base, l.href) };
+    if (l.hashes !== undefined) {
+      const hash = formatHashes(l.hashes);
+      if (hash !== '') out.hash = hash;
+    }
+    if (l.length !== undefined) out.length = l.length;
+    if (l.modifiedMs !== undefined) out.modified = formatDatetime(l.modifiedMs);
+    if (l.path !== undefined) out.path = l.path;
+    if (l.pri !== undefined) out.pri = l.pri;
+    if (l.type !== undefined) out.type = l.type;
+    if (l.encoding !== undefined) out.encoding = l.encoding;
+    return out;
+  });
 }
 
 /** The entry of a change in a Change List (§12.1) or a Change Dump Manifest (§13.2: with `path`). */
@@ -123,6 +153,7 @@ export function changeEntry(base: URL, c: ChangeRecord, path?: string): Entry {
     if (c.type !== undefined) md.type = c.type;
     if (path !== undefined) md.path = path;
     if (c.lastmodMs !== undefined) entry.lastmod = formatDatetime(c.lastmodMs);
+    if (c.links !== undefined) entry.links = entryLinks(base, c.links);
   }
   return entry;
 }

@@ -47,13 +47,15 @@ export {
 } from './source.js';
 export { openPgStore, openStore, STORE_ENV } from './open-store.js';
 export type { PgStore, PgStoreOptions } from './pg-store.js';
-export { openSqliteStore, type SqliteStoreOptions } from './sqlite-store.js';
+export { openSqliteStore, SCHEMA_VERSION, type SqliteStoreOptions } from './sqlite-store.js';
+export { checkLinks, MAX_DATETIME_LEAD_MS, MAX_LINKS_PER_RESOURCE, nextChangeDatetime } from './store.js';
 export type {
   ChangeInput,
   ChangeListPart,
   ChangeQuery,
   ChangeRecord,
   RecordOptions,
+  ResourceLink,
   ResourceRecord,
   RotationPolicy,
   SourceStore,

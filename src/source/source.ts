@@ -46,7 +46,15 @@ import {
 } from './dumps.js';
 import { type GroupKind, SiteLayout } from './layout.js';
 import { parseBaseUrl, resourceUrl } from './paths.js';
-import type { ChangeInput, ChangeRecord, ResourceRecord, RotationPolicy, SourceStore, StoreSnapshot } from './store.js';
+import type {
+  ChangeInput,
+  ChangeRecord,
+  ResourceLink,
+  ResourceRecord,
+  RotationPolicy,
+  SourceStore,
+  StoreSnapshot,
+} from './store.js';
 
 /** A file the server can send as is. */
 export interface SiteFile {
@@ -188,6 +196,8 @@ export interface SourceChange {
   readonly lastmod?: string | number | Date;
   /** Bytes of the new version; kept for Change Dumps and checked against `hashes`/`length` when given. */
   readonly content?: () => AsyncIterable<Uint8Array>;
+  /** Links to related resources (§14), emitted as `<rs:ln>`; they replace the resource's links. */
+  readonly links?: readonly ResourceLink[];
 }
 
 /** What `publish` or a full generation wrote. */
@@ -397,6 +407,7 @@ export class Source {
       if (length !== undefined) input.length = length;
       if (hashes !== undefined) input.hashes = hashes;
       if (c.type !== undefined) input.type = c.type;
+      if (c.links !== undefined) input.links = c.links;
       if (c.lastmod !== undefined)
         input.lastmodMs =
           typeof c.lastmod === 'string'

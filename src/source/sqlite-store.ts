@@ -18,11 +18,13 @@ import type {
   ChangeQuery,
   ChangeRecord,
   RecordOptions,
+  ResourceLink,
   ResourceRecord,
   SourceStore,
   StoreHead,
   StoreSnapshot,
 } from './store.js';
+import { checkLinks, nextChangeDatetime } from './store.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS resources (
@@ -34,7 +36,8 @@ CREATE TABLE IF NOT EXISTS resources (
   sha1 TEXT,
   sha256 TEXT,
   lastmod_ms INTEGER NOT NULL,
-  file_id TEXT
+  file_id TEXT,
+  links TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS resources_by_set ON resources(set_name, uri);
 CREATE TABLE IF NOT EXISTS changes (
@@ -48,7 +51,8 @@ CREATE TABLE IF NOT EXISTS changes (
   md5 TEXT,
   sha1 TEXT,
   sha256 TEXT,
-  lastmod_ms INTEGER
+  lastmod_ms INTEGER,
+  links TEXT
 );
 CREATE INDEX IF NOT EXISTS changes_by_set ON changes(set_name, seq);
 CREATE TABLE IF NOT EXISTS change_lists (
@@ -63,6 +67,62 @@ CREATE TABLE IF NOT EXISTS change_lists (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 `;
 
+/**
+ * Version of {@link SCHEMA} (SQLite's `user_version`). A database of an older version is brought up to it by
+ * {@link MIGRATIONS} when opened read-write, in one transaction; one of a newer version is refused.
+ * Version 1: the schema before migrations (user_version 0 with tables). Version 2: `links` (§14).
+ */
+export const SCHEMA_VERSION = 2;
+
+/** The statements taking a database from version `n - 1` to `n`. */
+const MIGRATIONS: Readonly<Record<number, string>> = {
+  2: 'ALTER TABLE resources ADD COLUMN links TEXT; ALTER TABLE changes ADD COLUMN links TEXT;',
+};
+
+/** Creates the schema or migrates it to {@link SCHEMA_VERSION}. */
+function migrate(db: Database.Database, path: string): void {
+  const run = db.transaction(() => {
+    let version = Number(db.pragma('user_version', { simple: true }));
+    const hasTables =
+      db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'resources'").get() !== undefined;
+    if (version > SCHEMA_VERSION)
+      throw new ResourceSyncError(
+        'RS_STORE',
+        `store ${path}: schema version ${version} is newer than this program's (${SCHEMA_VERSION}); use a newer resourcesync`,
+      );
+    if (!hasTables) {
+      db.exec(SCHEMA);
+      version = SCHEMA_VERSION;
+    } else if (version === 0) version = 1;
+    for (let v = version + 1; v <= SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
+    db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  });
+  run.immediate();
+}
+
+/** Links as stored (JSON, fields in a fixed order; NULL for none). */
+function encodeLinks(links: readonly ResourceLink[] | undefined): string | null {
+  if (links === undefined || links.length === 0) return null;
+  return JSON.stringify(
+    links.map((l) => {
+      const o: { -readonly [K in keyof ResourceLink]: ResourceLink[K] } = { rel: l.rel, href: l.href };
+      if (l.type !== undefined) o.type = l.type;
+      if (l.length !== undefined) o.length = l.length;
+      if (l.hashes !== undefined && Object.keys(l.hashes).length > 0) o.hashes = { ...l.hashes };
+      if (l.modifiedMs !== undefined) o.modifiedMs = l.modifiedMs;
+      if (l.pri !== undefined) o.pri = l.pri;
+      if (l.encoding !== undefined) o.encoding = l.encoding;
+      if (l.path !== undefined) o.path = l.path;
+      return o;
+    }),
+  );
+}
+
+function decodeLinks(text: string | null | undefined): ResourceLink[] | undefined {
+  if (text === null || text === undefined) return undefined;
+  return JSON.parse(text) as ResourceLink[];
+}
+
 interface ResourceRow {
   uri: string;
   set_name: string;
@@ -73,6 +133,7 @@ interface ResourceRow {
   sha256: string | null;
   lastmod_ms: number;
   file_id: string | null;
+  links: string | null;
 }
 interface ChangeRow {
   seq: number;
@@ -86,6 +147,7 @@ interface ChangeRow {
   sha1: string | null;
   sha256: string | null;
   lastmod_ms: number | null;
+  links: string | null;
 }
 interface PartRow {
   set_name: string;
@@ -115,15 +177,16 @@ type RawResourceRow = [
   sha256: string | null,
   lastmodMs: number,
   fileId: string | null,
+  links: string | null,
 ];
 
 function fromRawResource(row: RawResourceRow): ResourceRecord {
-  const [uri, setName, length, type, md5, sha1, sha256, lastmodMs, fileId] = row;
+  const [uri, setName, length, type, md5, sha1, sha256, lastmodMs, fileId, links] = row;
   const hashes: Hashes = {};
   if (md5 !== null) hashes.md5 = md5;
   if (sha1 !== null) hashes['sha-1'] = sha1;
   if (sha256 !== null) hashes['sha-256'] = sha256;
-  return resourceRecord(uri, setName, length, hashes, lastmodMs, type, fileId);
+  return resourceRecord(uri, setName, length, hashes, lastmodMs, type, fileId, links);
 }
 
 /**
@@ -142,6 +205,7 @@ function upsertRow(c: ChangeInput, nowMs: number): ResourceRow {
     sha256: h['sha-256'] ?? null,
     lastmod_ms: c.lastmodMs ?? nowMs,
     file_id: c.fileId ?? null,
+    links: encodeLinks(c.links),
   };
 }
 
@@ -154,7 +218,16 @@ function storedAsIs(text: string | null): boolean {
 }
 
 function toResource(row: ResourceRow): ResourceRecord {
-  return resourceRecord(row.uri, row.set_name, row.length, hashesOf(row), row.lastmod_ms, row.type, row.file_id);
+  return resourceRecord(
+    row.uri,
+    row.set_name,
+    row.length,
+    hashesOf(row),
+    row.lastmod_ms,
+    row.type,
+    row.file_id,
+    row.links,
+  );
 }
 
 /** A record from column values (NULL columns left out). */
@@ -166,10 +239,13 @@ function resourceRecord(
   lastmodMs: number,
   type: string | null,
   fileId: string | null,
+  links: string | null | undefined,
 ): ResourceRecord {
   const r: { -readonly [K in keyof ResourceRecord]: ResourceRecord[K] } = { uri, setName, length, hashes, lastmodMs };
   if (type !== null) r.type = type;
   if (fileId !== null) r.fileId = fileId;
+  const l = decodeLinks(links);
+  if (l !== undefined) r.links = l;
   return r;
 }
 
@@ -184,6 +260,7 @@ function toChange(row: ChangeRow): ChangeRecord {
     length?: number;
     type?: string;
     lastmodMs?: number;
+    links?: ResourceLink[];
   } = {
     seq: row.seq,
     uri: row.uri,
@@ -195,6 +272,8 @@ function toChange(row: ChangeRow): ChangeRecord {
   if (row.length !== null) c.length = row.length;
   if (row.type !== null) c.type = row.type;
   if (row.lastmod_ms !== null) c.lastmodMs = row.lastmod_ms;
+  const links = decodeLinks(row.links);
+  if (links !== undefined) c.links = links;
   return c;
 }
 
@@ -248,12 +327,21 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sour
       db.pragma('journal_mode = WAL');
       // NORMAL in WAL mode: a process crash never loses a committed transaction; power loss may lose the last ones.
       db.pragma('synchronous = NORMAL');
-      db.exec(SCHEMA);
+      migrate(db, path);
       db.prepare("INSERT OR IGNORE INTO meta(key, value) VALUES ('created_ms', ?)").run(String(Date.now()));
     }
     db.pragma('busy_timeout = 5000');
+    if (options.readonly === true) {
+      const version = Number(db.pragma('user_version', { simple: true }));
+      if (version !== SCHEMA_VERSION)
+        throw new ResourceSyncError(
+          'RS_STORE',
+          `store ${path}: schema version ${version}, this program reads ${SCHEMA_VERSION} (open it read-write once to migrate)`,
+        );
+    }
   } catch (e) {
     db.close();
+    if (e instanceof ResourceSyncError) throw e;
     throw storeError(path, 'initialise the database (is the directory writable?)', e);
   }
   return new SqliteStore(db, path);
@@ -280,23 +368,23 @@ class SqliteStore implements SourceStore {
       pageAll: db.prepare<[string, number], ResourceRow>('SELECT * FROM resources WHERE uri > ? ORDER BY uri LIMIT ?'),
       pageFrom: db
         .prepare<[string, number], RawResourceRow>(
-          'SELECT uri, set_name, length, type, md5, sha1, sha256, lastmod_ms, file_id FROM resources WHERE uri >= ? ORDER BY uri LIMIT ?',
+          'SELECT uri, set_name, length, type, md5, sha1, sha256, lastmod_ms, file_id, links FROM resources WHERE uri >= ? ORDER BY uri LIMIT ?',
         )
         .raw(),
       pageSet: db.prepare<[string, string, number], ResourceRow>(
         'SELECT * FROM resources WHERE set_name = ? AND uri > ? ORDER BY uri LIMIT ?',
       ),
       upsert: db.prepare(
-        `INSERT INTO resources(uri, set_name, length, type, md5, sha1, sha256, lastmod_ms, file_id)
-         VALUES (@uri, @set_name, @length, @type, @md5, @sha1, @sha256, @lastmod_ms, @file_id)
+        `INSERT INTO resources(uri, set_name, length, type, md5, sha1, sha256, lastmod_ms, file_id, links)
+         VALUES (@uri, @set_name, @length, @type, @md5, @sha1, @sha256, @lastmod_ms, @file_id, @links)
          ON CONFLICT(uri) DO UPDATE SET set_name = excluded.set_name, length = excluded.length, type = excluded.type,
            md5 = excluded.md5, sha1 = excluded.sha1, sha256 = excluded.sha256, lastmod_ms = excluded.lastmod_ms,
-           file_id = excluded.file_id`,
+           file_id = excluded.file_id, links = excluded.links`,
       ),
       remove: db.prepare<[string]>('DELETE FROM resources WHERE uri = ?'),
       insertChange: db.prepare(
-        `INSERT INTO changes(uri, change, datetime_ms, set_name, length, type, md5, sha1, sha256, lastmod_ms)
-         VALUES (@uri, @change, @datetime_ms, @set_name, @length, @type, @md5, @sha1, @sha256, @lastmod_ms)`,
+        `INSERT INTO changes(uri, change, datetime_ms, set_name, length, type, md5, sha1, sha256, lastmod_ms, links)
+         VALUES (@uri, @change, @datetime_ms, @set_name, @length, @type, @md5, @sha1, @sha256, @lastmod_ms, @links)`,
       ),
       openPart: db.prepare<[string], PartRow>(
         'SELECT * FROM change_lists WHERE set_name = ? ORDER BY number DESC LIMIT 1',
@@ -392,13 +480,17 @@ class SqliteStore implements SourceStore {
   async recordChanges(changes: readonly ChangeInput[], options: RecordOptions = {}): Promise<ChangeRecord[]> {
     this.#check();
     if (changes.length === 0) return [];
+    for (const c of changes) if (c.change !== 'deleted') checkLinks(c.uri, c.links);
     const log = options.log ?? true;
     const maxEntries = options.rotation?.maxEntries ?? 50_000;
     const periodMs = options.rotation?.periodMs;
     const s = this.#stmts;
     const run = this.#db.transaction((): ChangeRecord[] => {
       const head = this.#head();
-      const now = Math.max(Date.now(), head.datetimeMs ?? 0, this.#floorMs);
+      const clock = Date.now();
+      // Each logged change gets its own datetime (distinct and increasing as far as the clock allows).
+      let last = head.datetimeMs;
+      const first = nextChangeDatetime(last, clock, this.#floorMs);
       const out: ChangeRecord[] = [];
       const openParts = new Map<string, PartRow>();
       const partFor = (setName: string, dt: number): PartRow => {
@@ -412,27 +504,32 @@ class SqliteStore implements SourceStore {
       };
       for (const c of changes) {
         const h = c.hashes ?? {};
+        const now = log ? nextChangeDatetime(last, clock, this.#floorMs) : first;
         if (c.change === 'deleted') s.remove.run(c.uri);
         else s.upsert.run(upsertRow(c, now));
         let part = partFor(c.setName, now);
         if (!log) continue;
+        last = now;
         if (part.count >= maxEntries || (periodMs !== undefined && now >= part.from_ms + periodMs)) {
           s.closePart.run(now, part.set_name, part.number);
           s.insertPart.run(part.set_name, part.number + 1, now);
           part = { ...part, number: part.number + 1, from_ms: now, until_ms: null, count: 0, last_seq: 0 };
           openParts.set(c.setName, part);
         }
+        const deleted = c.change === 'deleted';
+        const links = deleted ? null : encodeLinks(c.links);
         const info = s.insertChange.run({
           uri: c.uri,
           change: c.change,
           datetime_ms: now,
           set_name: c.setName,
-          length: c.change === 'deleted' ? null : (c.length ?? null),
-          type: c.change === 'deleted' ? null : (c.type ?? null),
-          md5: c.change === 'deleted' ? null : (h.md5 ?? null),
-          sha1: c.change === 'deleted' ? null : (h['sha-1'] ?? null),
-          sha256: c.change === 'deleted' ? null : (h['sha-256'] ?? null),
-          lastmod_ms: c.change === 'deleted' ? null : (c.lastmodMs ?? now),
+          length: deleted ? null : (c.length ?? null),
+          type: deleted ? null : (c.type ?? null),
+          md5: deleted ? null : (h.md5 ?? null),
+          sha1: deleted ? null : (h['sha-1'] ?? null),
+          sha256: deleted ? null : (h['sha-256'] ?? null),
+          lastmod_ms: deleted ? null : (c.lastmodMs ?? now),
+          links,
         });
         const seq = Number(info.lastInsertRowid);
         s.bumpPart.run(1, seq, part.set_name, part.number);
@@ -448,12 +545,15 @@ class SqliteStore implements SourceStore {
           length?: number;
           type?: string;
           lastmodMs?: number;
+          links?: ResourceLink[];
         } = { seq, uri: c.uri, change: c.change, datetimeMs: now, setName: c.setName, hashes: {} };
-        if (c.change !== 'deleted') {
+        if (!deleted) {
           rec.hashes = { ...h };
           if (c.length !== undefined) rec.length = c.length;
           if (c.type !== undefined) rec.type = c.type;
           rec.lastmodMs = c.lastmodMs ?? now;
+          const decoded = decodeLinks(links);
+          if (decoded !== undefined) rec.links = decoded;
         }
         out.push(rec);
       }
@@ -591,8 +691,8 @@ class SqliteSnapshot implements StoreSnapshot {
    * `fileId` is left out.
    */
   *resourcesSync(setName?: string): Generator<ResourceRecord, void, undefined> {
-    const cols = 'uri, length, type, md5, sha1, sha256, lastmod_ms';
-    type Raw = [string, number, string | null, string | null, string | null, string | null, number];
+    const cols = 'uri, length, type, md5, sha1, sha256, lastmod_ms, links';
+    type Raw = [string, number, string | null, string | null, string | null, string | null, number, string | null];
     // When the set is the only one, the table is read in its own (primary key) order: no index lookup a row.
     const alone =
       setName !== undefined &&
@@ -616,7 +716,15 @@ class SqliteSnapshot implements StoreSnapshot {
         if (row[3] !== null) hashes.md5 = row[3];
         if (row[4] !== null) hashes['sha-1'] = row[4];
         if (row[5] !== null) hashes['sha-256'] = row[5];
-        const r: { uri: string; setName: string; length: number; hashes: Hashes; lastmodMs: number; type?: string } = {
+        const r: {
+          uri: string;
+          setName: string;
+          length: number;
+          hashes: Hashes;
+          lastmodMs: number;
+          type?: string;
+          links?: ResourceLink[];
+        } = {
           uri: row[0],
           setName: set,
           length: row[1],
@@ -624,6 +732,7 @@ class SqliteSnapshot implements StoreSnapshot {
           lastmodMs: row[6],
         };
         if (row[2] !== null) r.type = row[2];
+        if (row[7] !== null) r.links = decodeLinks(row[7])!;
         yield r;
       }
     } finally {

@@ -11,7 +11,77 @@
  * @module
  */
 import type { ChangeType } from '../core/constants.js';
+import { ResourceSyncError } from '../core/errors.js';
 import type { Hashes } from '../core/hash.js';
+
+/**
+ * A link from a resource to a related resource (§14), emitted as `<rs:ln>` in the resource's entries of
+ * Resource Lists, Change Lists and dump manifests: `describedby` / `describes` (a metadata record and the
+ * resource it describes, §14.5), `alternate` / `canonical` (other representations, §14.3), `duplicate` (a
+ * mirror, §14.2), `via` (provenance, §14.8), `collection` (membership, §14.7), `memento`, a patch's URI ...
+ */
+export interface ResourceLink {
+  /** Relation type: a registered name or a URI (§7). */
+  readonly rel: string;
+  /**
+   * The related resource: an absolute URI (any scheme, emitted as it is) or, like {@link ResourceRecord.uri},
+   * a path relative to the Source's base URL (unencoded, no leading `/`), resolved and encoded when emitted.
+   */
+  readonly href: string;
+  /** Media type of the related resource. */
+  readonly type?: string;
+  /** Length in bytes of the related resource. */
+  readonly length?: number;
+  readonly hashes?: Hashes;
+  /** Last modification of the related resource, UTC epoch ms (`modified`). */
+  readonly modifiedMs?: number;
+  /** Priority among links of the same `rel`, 1 (highest) to 999,999. */
+  readonly pri?: number;
+  /** Content coding of the related resource. */
+  readonly encoding?: string;
+  /** Path of the related bitstream inside a dump package (manifests only). */
+  readonly path?: string;
+}
+
+/** Most links one resource may carry (a bound on what a store row and a document entry hold). */
+export const MAX_LINKS_PER_RESOURCE = 64;
+
+/**
+ * Checks the links of a change (every backend calls it in {@link SourceStore.recordChanges}, before writing):
+ * `rel` and `href` non-empty without control characters, `length` a safe integer >= 0, `pri` 1..999,999,
+ * `modifiedMs` a safe integer, at most {@link MAX_LINKS_PER_RESOURCE}.
+ * @throws ResourceSyncError `RS_INVALID_VALUE` naming the resource, the link (1-based) and the field.
+ */
+export function checkLinks(uri: string, links: readonly ResourceLink[] | undefined): void {
+  if (links === undefined) return;
+  const fail = (msg: string): never => {
+    throw new ResourceSyncError('RS_INVALID_VALUE', `${uri}: ${msg}`);
+  };
+  if (!Array.isArray(links)) fail('links must be an array');
+  if (links.length > MAX_LINKS_PER_RESOURCE) fail(`${links.length} links, at most ${MAX_LINKS_PER_RESOURCE}`);
+  links.forEach((l, i) => {
+    const at = `link ${i + 1}`;
+    if (l === null || typeof l !== 'object') fail(`${at} is not an object`);
+    for (const f of ['rel', 'href'] as const)
+      if (typeof l[f] !== 'string' || l[f] === '' || CONTROL.test(l[f])) fail(`${at}: ${f} must be a non-empty string`);
+    for (const f of ['type', 'encoding', 'path'] as const)
+      if (l[f] !== undefined && (typeof l[f] !== 'string' || CONTROL.test(l[f]!))) fail(`${at}: ${f} must be a string`);
+    if (l.length !== undefined && !(Number.isSafeInteger(l.length) && l.length >= 0))
+      fail(`${at}: length must be an integer >= 0, not ${String(l.length)}`);
+    if (l.pri !== undefined && !(Number.isInteger(l.pri) && l.pri >= 1 && l.pri <= 999_999))
+      fail(`${at}: pri must be an integer 1..999999, not ${String(l.pri)}`);
+    if (l.modifiedMs !== undefined && !Number.isSafeInteger(l.modifiedMs))
+      fail(`${at}: modifiedMs must be an integer (epoch ms), not ${String(l.modifiedMs)}`);
+    if (l.hashes !== undefined) {
+      if (l.hashes === null || typeof l.hashes !== 'object') fail(`${at}: hashes must be an object`);
+      for (const [alg, v] of Object.entries(l.hashes))
+        if (typeof v !== 'string' || !/^[0-9a-fA-F]+$/.test(v)) fail(`${at}: hash ${alg} must be hex digits`);
+    }
+  });
+}
+
+/** C0 controls and DEL: never in an attribute we write. */
+const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /** A resource as held in the inventory. */
 export interface ResourceRecord {
@@ -26,9 +96,39 @@ export interface ResourceRecord {
   readonly lastmodMs: number;
   /** Opaque identity used for change detection (directory mode: `size:mtimeNs:ino`). */
   readonly fileId?: string;
+  /** Links to related resources (§14), in order; absent when there are none. */
+  readonly links?: readonly ResourceLink[];
 }
 
-/** A change as recorded in the log. `seq` has no gaps; `datetimeMs` never decreases with `seq`. */
+/**
+ * How far ahead of the clock {@link nextChangeDatetime} may date a change to keep it distinct from the one
+ * before (1 s: a burst of up to 1,000 changes within one millisecond still gets distinct datetimes).
+ */
+export const MAX_DATETIME_LEAD_MS = 1000;
+
+/**
+ * The datetime of the next logged change (every backend uses it, per change, in {@link SourceStore.recordChanges}):
+ * the clock, but at least 1 ms after the previous change (so changes have distinct, increasing datetimes, which
+ * the reference client needs: several changes sharing one datetime are legal, but its pruning loses some), not
+ * more than {@link MAX_DATETIME_LEAD_MS} ahead of the clock for that (beyond it, changes share a datetime), and
+ * never before the previous change or `floorMs` (a snapshot's `at` + 1).
+ *
+ * @example
+ * ```ts
+ * nextChangeDatetime(1000, 1000) === 1001  // same millisecond: one step on
+ * nextChangeDatetime(1000, 5000) === 5000  // the clock moved on
+ * ```
+ */
+export function nextChangeDatetime(previousMs: number | undefined, nowMs: number, floorMs = 0): number {
+  if (previousMs === undefined) return Math.max(nowMs, floorMs);
+  const distinct = Math.min(Math.max(nowMs, previousMs + 1), nowMs + MAX_DATETIME_LEAD_MS);
+  return Math.max(distinct, previousMs, floorMs);
+}
+
+/**
+ * A change as recorded in the log. `seq` has no gaps; `datetimeMs` increases with `seq` (strictly, as far as
+ * {@link nextChangeDatetime} allows; never decreases).
+ */
 export interface ChangeRecord {
   readonly seq: number;
   readonly uri: string;
@@ -39,6 +139,8 @@ export interface ChangeRecord {
   readonly type?: string;
   readonly hashes: Hashes;
   readonly lastmodMs?: number;
+  /** Links of the new state (§14); absent when there are none (always for `deleted`). */
+  readonly links?: readonly ResourceLink[];
 }
 
 /** A change to record. For `created`/`updated`, `length`, `hashes` and `lastmodMs` describe the new state. */
@@ -51,6 +153,11 @@ export interface ChangeInput {
   readonly hashes?: Hashes;
   readonly lastmodMs?: number;
   readonly fileId?: string;
+  /**
+   * Links of the new state (§14), checked with {@link checkLinks}; replace the resource's links (none when
+   * absent). Ignored for `deleted`.
+   */
+  readonly links?: readonly ResourceLink[];
 }
 
 /** One Change List of a set: a contiguous range of its changes. The last one of a set is open. */
@@ -138,7 +245,8 @@ export interface StoreSnapshot {
  *
  * What a second backend (PostgreSQL) has to do, besides the obvious tables (`resources` keyed by `uri`,
  * `changes` keyed by a gapless `seq`, `change_lists`, `meta`):
- * - in the batch transaction: take the datetime as max(now, last change datetime, snapshot floor), apply
+ * - in the batch transaction: date each logged change with {@link nextChangeDatetime} (from the last change's
+ *   datetime, the clock and the snapshot floor), check each change's links with {@link checkLinks}, apply
  *   the {@link RotationPolicy} to the set's open Change List (close it with `until` = the arriving change's
  *   datetime and open the next with the same `from`), and bump the global and per-set versions;
  *   serialise writers (one batch at a time: `SELECT ... FOR UPDATE` on the open part, or an advisory lock),
