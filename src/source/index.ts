@@ -21,6 +21,15 @@
  *
  * @module
  */
+export {
+  type AdapterReport,
+  openRepositorySource,
+  type Repository,
+  type RepositoryChange,
+  type RepositoryRecord,
+  type RepositorySource,
+  type RepositorySourceOptions,
+} from './adapter.js';
 export { BlobStore, type BlobStoreOptions } from './blobs.js';
 export {
   type DirectorySource,
