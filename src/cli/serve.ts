@@ -13,6 +13,7 @@ import { fileSource, openDocument } from '../xml/index.js';
 import { type DirectorySource, type DirectorySourceOptions, openDirectorySource } from '../source/index.js';
 import { defaultStateDir } from '../source/directory.js';
 import { openGzipCache } from '../source/http/gzip-cache.js';
+import { createIngestRoute, directoryIngest, INGEST_PATH } from '../source/ingest.js';
 import { createSourceServer, type RequestLogEntry } from '../source/server.js';
 import { attachSourceNotifications, type SourceNotifications } from '../hub/attach.js';
 import { EXIT } from './exit.js';
@@ -59,6 +60,8 @@ export interface LiveSourceOptions {
   readonly changeListMaxEntries?: number;
   /** Open a new Change List once a change comes this long after the open one's `from` (default: never). */
   readonly changeListPeriodMs?: number;
+  /** `--ingest-token`: accept pushed changes at `/resourcesync/ingest` with this bearer token (`ingest.ts`). */
+  readonly ingestToken?: string;
 }
 
 /** URLs a running Source advertises, read from its own Source Description and Capability Lists. */
@@ -69,6 +72,7 @@ export interface AdvertisedUrls {
 }
 
 interface ServeCliOptions {
+  readonly ingestToken?: string;
   readonly baseUrl?: string;
   readonly port: string;
   readonly host: string;
@@ -340,6 +344,12 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
     started = true;
     if (o.explorer !== false)
       explorer = (await import('../web/mount.js')).mountExplorer(server.handler, { baseUrl, listenUrl: address.url });
+    if (o.ingestToken !== undefined)
+      server.handler.mount(
+        INGEST_PATH,
+        createIngestRoute({ token: o.ingestToken, baseUrl: site.baseUrl, apply: directoryIngest(site) }),
+        { methods: ['POST'] },
+      );
     if (o.notify !== false) {
       notifications = attachSourceNotifications({
         server: server.httpServer,
@@ -446,6 +456,11 @@ export function register(program: Command): void {
       positiveInteger,
     )
     .option('--changelist-period <duration>', 'open a new Change List after this long (e.g. 24h, 7d)', parseDuration)
+    .option(
+      '--ingest-token <token>',
+      'accept changes POSTed to <base>resourcesync/ingest (a Change List or JSON lines) with "Authorization: Bearer <token>"; ' +
+        'the paths named are re-checked at once (default: RESOURCESYNC_INGEST_TOKEN)',
+    )
     .option('--oai-pmh <base-url>', 'serve an OAI-PMH 2.0 repository instead of a directory (see docs/oai-pmh.md)')
     .option(
       '--metadata-prefix <prefix>',
@@ -482,6 +497,8 @@ export function register(program: Command): void {
       if (opts.oaiPmh !== undefined) {
         if (dir !== undefined)
           throw new ResourceSyncError('RS_CONFIG', 'serve takes a directory or --oai-pmh <base-url>, not both');
+        if (opts.ingestToken !== undefined)
+          throw new ResourceSyncError('RS_CONFIG', '--ingest-token goes with a directory, not --oai-pmh');
         await runOaiSource({
           provider: opts.oaiPmh,
           metadataPrefixes: opts.metadataPrefix ?? ['oai_dc'],
@@ -522,6 +539,9 @@ export function register(program: Command): void {
           process.stdout.write(`${JSON.stringify({ event: 'warning', message: HTML_LINKS_IGNORED })}\n`);
         else process.stderr.write(`resourcesync: warning: ${HTML_LINKS_IGNORED}\n`);
       }
+      const ingestToken = opts.ingestToken ?? process.env['RESOURCESYNC_INGEST_TOKEN'];
+      if (ingestToken !== undefined && ingestToken.length < 16)
+        throw new ResourceSyncError('RS_CONFIG', '--ingest-token must have at least 16 characters');
       await runLiveSource({
         dir,
         port: parseWholeNumber('port', opts.port, 0, 65_535),
@@ -542,6 +562,7 @@ export function register(program: Command): void {
         ...(opts.rescan === undefined ? {} : { rescanSeconds: parseWholeNumber('rescan', opts.rescan, 1, 86_400) }),
         ...(opts.changelistMaxEntries === undefined ? {} : { changeListMaxEntries: opts.changelistMaxEntries }),
         ...(opts.changelistPeriod === undefined ? {} : { changeListPeriodMs: opts.changelistPeriod }),
+        ...(ingestToken === undefined ? {} : { ingestToken }),
       });
       process.exitCode = EXIT.OK;
     });

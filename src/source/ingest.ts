@@ -1,0 +1,352 @@
+/**
+ * The push API: a route of the Source's request handler that takes changes POSTed by a repository's event
+ * hook, so it publishes without a scan (`serve --ingest-token T` mounts it at {@link INGEST_PATH}).
+ *
+ * - Authentication: `Authorization: Bearer <token>` (compared in constant time); anything else is 401 with
+ *   `WWW-Authenticate`. Only POST (405 otherwise, from the handler).
+ * - Bodies: a Change List (`Content-Type: application/xml` or `text/xml`; §12: each `<url>` with `<loc>`,
+ *   `rs:md change`, optional `lastmod`, `length`, `hash`, `type`, and `rs:ln` links, §14), or JSON lines
+ *   (`application/x-ndjson`, `application/jsonl`; one object a line: `{"uri", "change", "length", "hashes" |
+ *   "hash", "type", "lastmod", "links", "setName"}`). Other media types: 415.
+ * - Bounds: the body (default 16 MiB: 413 beyond it, detected while reading), the changes per request (default
+ *   50,000), a JSON line (1 MiB). XML with a DTD or entities is refused by the reader.
+ * - Bad input is 400 with a message naming the line (JSON lines) or the entry's line and element (XML), and
+ *   nothing of the request is recorded: a request is all or nothing.
+ * - Success: 200 with `{"recorded": n, ...}` as JSON (what the `apply` callback returns).
+ *
+ * A `<loc>` / `uri` under the Source's base URL becomes the relative key of the resource; another absolute
+ * http(s) URI is kept as it is (see `ResourceRecord.uri`).
+ *
+ * Memory: the changes of one request (bounded by `maxChanges`) plus one entry or line being parsed.
+ *
+ * @module
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { ChangeType } from '../core/constants.js';
+import { datetimeMs } from '../core/datetime.js';
+import { isResourceSyncError, ResourceSyncError } from '../core/errors.js';
+import { type Hashes, knownHashes } from '../core/hash.js';
+import type { Entry, Link } from '../core/model.js';
+import { openDocument } from '../xml/index.js';
+import type { RepositoryChange } from './adapter.js';
+import type { RouteHandler, RouteRequest, SourceResponse } from './http/handler.js';
+import { requestRelativePath } from './paths.js';
+import type { ResourceLink } from './store.js';
+
+/** Where `serve` mounts the route. */
+export const INGEST_PATH = '/resourcesync/ingest';
+
+/** Options of {@link createIngestRoute}. */
+export interface IngestOptions {
+  /** The bearer token a request must carry (at least 16 characters). */
+  readonly token: string;
+  /** The Source's base URL: locations under it become relative keys. */
+  readonly baseUrl: URL;
+  /** Records the changes of one request (all or nothing); what it returns is sent back as JSON. */
+  readonly apply: (changes: readonly RepositoryChange[]) => Promise<Record<string, unknown>>;
+  /** Largest body in bytes (default 16 MiB). */
+  readonly maxBodyBytes?: number;
+  /** Most changes in one request (default 50,000). */
+  readonly maxChanges?: number;
+}
+
+const CHANGES: ReadonlySet<string> = new Set(['created', 'updated', 'deleted']);
+const MAX_LINE_BYTES = 1 << 20;
+
+/** A 400 naming where the input is wrong. */
+class BadInput extends Error {}
+
+function json(status: number, value: unknown, extra: Record<string, string> = {}): SourceResponse {
+  const body = Buffer.from(`${JSON.stringify(value)}\n`);
+  return {
+    status,
+    headers: {
+      'content-type': 'application/json',
+      'content-length': body.length,
+      'cache-control': 'no-store',
+      ...extra,
+    },
+    body,
+  };
+}
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s).digest();
+}
+
+/** The body, failing with 413 past `max` bytes (counted while read, whatever Content-Length says). */
+async function* bounded(body: AsyncIterable<Uint8Array>, max: number): AsyncGenerator<Uint8Array, void, undefined> {
+  let n = 0;
+  for await (const chunk of body) {
+    n += chunk.byteLength;
+    if (n > max) throw new ResourceSyncError('RS_LIMIT', `the body is larger than ${max} bytes`);
+    yield chunk;
+  }
+}
+
+/**
+ * Creates the ingest route (mount it with `handler.mount(INGEST_PATH, route, { methods: ['POST'] })`).
+ * @throws ResourceSyncError `RS_CONFIG` for a token shorter than 16 characters.
+ * @example
+ * ```ts
+ * const site = await openRepositorySource({ repository, baseUrl, stateDir });
+ * const server = createSourceServer(site);
+ * server.handler.mount(INGEST_PATH, createIngestRoute({ token, baseUrl: site.baseUrl, apply: (c) => site.record(c) }), { methods: ['POST'] });
+ * // curl -H "Authorization: Bearer $T" -H 'Content-Type: application/x-ndjson' --data-binary @changes.jsonl .../resourcesync/ingest
+ * ```
+ */
+export function createIngestRoute(options: IngestOptions): RouteHandler {
+  if (typeof options.token !== 'string' || options.token.length < 16)
+    throw new ResourceSyncError('RS_CONFIG', 'the ingest token must have at least 16 characters');
+  const want = digest(`Bearer ${options.token}`);
+  const maxBody = options.maxBodyBytes ?? 16 << 20;
+  const maxChanges = options.maxChanges ?? 50_000;
+  return async (req: RouteRequest): Promise<SourceResponse> => {
+    const auth = req.headers['authorization'];
+    if (typeof auth !== 'string' || !timingSafeEqual(digest(auth), want))
+      return json(
+        401,
+        { error: 'a valid "Authorization: Bearer <token>" is required' },
+        {
+          'www-authenticate': 'Bearer realm="resourcesync-ingest"',
+        },
+      );
+    const length = Number(req.headers['content-length'] ?? '0');
+    if (length > maxBody) return json(413, { error: `the body is larger than ${maxBody} bytes` });
+    const ct = String(req.headers['content-type'] ?? '')
+      .split(';')[0]!
+      .trim()
+      .toLowerCase();
+    const body = bounded(req.body ?? (async function* () {})(), maxBody);
+    let changes: RepositoryChange[];
+    try {
+      if (ct === 'application/xml' || ct === 'text/xml')
+        changes = await fromChangeList(body, options.baseUrl, maxChanges);
+      else if (ct === 'application/x-ndjson' || ct === 'application/jsonl' || ct === 'application/json-lines')
+        changes = await fromJsonLines(body, options.baseUrl, maxChanges);
+      else
+        return json(415, {
+          error: `Content-Type must be application/xml (a Change List) or application/x-ndjson (JSON lines), not ${ct || 'none'}`,
+        });
+    } catch (e) {
+      if (isResourceSyncError(e, 'RS_LIMIT') && /larger than \d+ bytes/.test((e as Error).message))
+        return json(413, { error: (e as Error).message });
+      if (e instanceof BadInput || e instanceof ResourceSyncError) return json(400, { error: (e as Error).message });
+      throw e;
+    }
+    if (changes.length === 0) return json(400, { error: 'no changes in the body' });
+    try {
+      return json(200, await options.apply(changes));
+    } catch (e) {
+      if (
+        isResourceSyncError(e, 'RS_INVALID_VALUE') ||
+        isResourceSyncError(e, 'RS_HASH_MISMATCH') ||
+        isResourceSyncError(e, 'RS_LENGTH_MISMATCH')
+      )
+        return json(400, { error: (e as Error).message });
+      throw e;
+    }
+  };
+}
+
+/** The store key of a location: relative under the base URL, else the absolute http(s) URI. */
+function keyOf(loc: string, base: URL, where: string): string {
+  let url: URL;
+  try {
+    url = new URL(loc);
+  } catch {
+    throw new BadInput(`${where}: ${JSON.stringify(loc)} is not an absolute URI`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new BadInput(`${where}: ${JSON.stringify(loc)} is not an http(s) URI`);
+  if (url.origin === base.origin && url.search === '' && url.hash === '') {
+    const rel = requestRelativePath(base, url.pathname);
+    if (rel !== undefined) return rel;
+    if (url.pathname.startsWith(base.pathname))
+      throw new BadInput(
+        `${where}: ${JSON.stringify(loc)} names no resource path (dot or hidden segments, bad escapes)`,
+      );
+  }
+  return url.href;
+}
+
+function fromLink(l: Link, where: string): ResourceLink {
+  const out: { -readonly [K in keyof ResourceLink]: ResourceLink[K] } = { rel: l.rel, href: l.href };
+  if (l.type !== undefined) out.type = l.type;
+  if (l.length !== undefined) out.length = l.length;
+  if (l.hash !== undefined) out.hashes = knownHashes(l.hash);
+  if (l.pri !== undefined) out.pri = l.pri;
+  if (l.encoding !== undefined) out.encoding = l.encoding;
+  if (l.path !== undefined) out.path = l.path;
+  if (l.modified !== undefined) out.modifiedMs = parseTime(l.modified, `${where}: rs:ln modified`);
+  if (l.invalid !== undefined) throw new BadInput(`${where}: rs:ln has invalid ${Object.keys(l.invalid).join(', ')}`);
+  return out;
+}
+
+function parseTime(text: string, where: string): number {
+  try {
+    return datetimeMs(text);
+  } catch {
+    throw new BadInput(`${where}: ${JSON.stringify(text)} is not a W3C Datetime`);
+  }
+}
+
+function fromEntry(e: Entry, base: URL): RepositoryChange {
+  const where = `line ${e.line ?? '?'}: <url>`;
+  if (e.element !== 'url') throw new BadInput(`line ${e.line ?? '?'}: <${e.element}> where a <url> was expected`);
+  if (e.loc === '') throw new BadInput(`${where} has no <loc>`);
+  const change = e.md?.change;
+  if (change === undefined || !CHANGES.has(change))
+    throw new BadInput(
+      `${where} <rs:md change>: ${change === undefined ? 'missing' : JSON.stringify(change)} (created, updated or deleted)`,
+    );
+  if (e.md?.invalid !== undefined)
+    throw new BadInput(`${where} <rs:md> has invalid ${Object.keys(e.md.invalid).join(', ')}`);
+  const out: { -readonly [K in keyof RepositoryChange]: RepositoryChange[K] } = {
+    uri: keyOf(e.loc, base, `${where} <loc>`),
+    change: change as ChangeType,
+  };
+  if (e.md?.length !== undefined) out.length = e.md.length;
+  if (e.md?.hash !== undefined) {
+    const h = knownHashes(e.md.hash);
+    if (Object.keys(h).length === 0)
+      throw new BadInput(`${where} <rs:md hash>: no md5, sha-1 or sha-256 digest in ${JSON.stringify(e.md.hash)}`);
+    out.hashes = h;
+  }
+  if (e.md?.type !== undefined) out.type = e.md.type;
+  if (e.lastmod !== undefined) out.lastmod = parseTime(e.lastmod, `${where} <lastmod>`);
+  if (e.links.length > 0) out.links = e.links.map((l) => fromLink(l, where));
+  return out;
+}
+
+async function fromChangeList(body: AsyncIterable<Uint8Array>, base: URL, max: number): Promise<RepositoryChange[]> {
+  const { header, entries } = await openDocument(body, { url: 'the request body' });
+  if (header.kind !== 'change-list' && header.kind !== 'sitemap' && header.kind !== 'change-notification')
+    throw new BadInput(
+      `the body is a ${header.kind}; a Change List (<urlset> with <rs:md capability="changelist">) is expected`,
+    );
+  const out: RepositoryChange[] = [];
+  for await (const e of entries) {
+    if (out.length >= max) throw new BadInput(`more than ${max} changes in one request`);
+    out.push(fromEntry(e, base));
+  }
+  return out;
+}
+
+/** Lines of a byte stream (UTF-8), each at most {@link MAX_LINE_BYTES}. */
+async function* lines(body: AsyncIterable<Uint8Array>): AsyncGenerator<string, void, undefined> {
+  let pending = Buffer.alloc(0);
+  let lineNo = 0;
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  const decode = (b: Buffer): string => {
+    try {
+      return decoder.decode(b);
+    } catch {
+      throw new BadInput(`line ${lineNo}: not UTF-8`);
+    }
+  };
+  for await (const chunk of body) {
+    pending = pending.length === 0 ? Buffer.from(chunk) : Buffer.concat([pending, chunk]);
+    for (let nl = pending.indexOf(10); nl >= 0; nl = pending.indexOf(10)) {
+      lineNo++;
+      yield decode(pending.subarray(0, nl));
+      pending = pending.subarray(nl + 1);
+    }
+    if (pending.length > MAX_LINE_BYTES) throw new BadInput(`line ${lineNo + 1}: longer than ${MAX_LINE_BYTES} bytes`);
+  }
+  if (pending.length > 0) {
+    lineNo++;
+    yield decode(pending);
+  }
+}
+
+function fromJson(v: unknown, base: URL, where: string): RepositoryChange {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new BadInput(`${where}: not a JSON object`);
+  const o = v as Record<string, unknown>;
+  const str = (k: string): string | undefined => {
+    const x = o[k];
+    if (x === undefined) return undefined;
+    if (typeof x !== 'string') throw new BadInput(`${where}: "${k}" must be a string`);
+    return x;
+  };
+  const uri = str('uri');
+  if (uri === undefined || uri === '') throw new BadInput(`${where}: "uri" is missing`);
+  const change = str('change');
+  if (change === undefined || !CHANGES.has(change))
+    throw new BadInput(`${where}: "change" must be created, updated or deleted, not ${JSON.stringify(o['change'])}`);
+  const out: { -readonly [K in keyof RepositoryChange]: RepositoryChange[K] } = {
+    uri: /^[a-z][a-z0-9+.-]*:/i.test(uri) ? keyOf(uri, base, `${where}: "uri"`) : uri,
+    change: change as ChangeType,
+  };
+  const setName = str('setName');
+  if (setName !== undefined) out.setName = setName;
+  if (o['length'] !== undefined) {
+    const n = o['length'];
+    if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0)
+      throw new BadInput(`${where}: "length" must be an integer >= 0`);
+    out.length = n;
+  }
+  const hash = str('hash');
+  if (hash !== undefined) out.hashes = knownHashes(hash);
+  if (o['hashes'] !== undefined) {
+    const h = o['hashes'];
+    if (h === null || typeof h !== 'object') throw new BadInput(`${where}: "hashes" must be an object`);
+    out.hashes = { ...(out.hashes ?? {}), ...(h as Hashes) };
+  }
+  const type = str('type');
+  if (type !== undefined) out.type = type;
+  if (o['lastmod'] !== undefined) {
+    const lm = o['lastmod'];
+    if (typeof lm === 'number') out.lastmod = lm;
+    else if (typeof lm === 'string') out.lastmod = parseTime(lm, `${where}: "lastmod"`);
+    else throw new BadInput(`${where}: "lastmod" must be a W3C Datetime or epoch ms`);
+  }
+  if (o['links'] !== undefined) {
+    if (!Array.isArray(o['links'])) throw new BadInput(`${where}: "links" must be an array`);
+    out.links = (o['links'] as Record<string, unknown>[]).map((l, i) => {
+      if (l === null || typeof l !== 'object') throw new BadInput(`${where}: link ${i + 1} is not an object`);
+      const { modified, hash: lh, ...rest } = l as Record<string, unknown>;
+      const link = { ...rest } as { -readonly [K in keyof ResourceLink]: ResourceLink[K] };
+      if (typeof modified === 'string') link.modifiedMs = parseTime(modified, `${where}: link ${i + 1} "modified"`);
+      if (typeof lh === 'string') link.hashes = knownHashes(lh);
+      return link;
+    });
+  }
+  return out;
+}
+
+async function fromJsonLines(body: AsyncIterable<Uint8Array>, base: URL, max: number): Promise<RepositoryChange[]> {
+  const out: RepositoryChange[] = [];
+  let n = 0;
+  for await (const line of lines(body)) {
+    n++;
+    if (line.trim() === '') continue;
+    if (out.length >= max) throw new BadInput(`line ${n}: more than ${max} changes in one request`);
+    let v: unknown;
+    try {
+      v = JSON.parse(line);
+    } catch (e) {
+      throw new BadInput(`line ${n}: not JSON (${(e as Error).message})`);
+    }
+    out.push(fromJson(v, base, `line ${n}`));
+  }
+  return out;
+}
+
+/**
+ * The `apply` of a directory Source (what `serve <dir> --ingest-token` mounts): the directory stays the
+ * truth, so a pushed change names the paths to re-check now (no full scan, no wait for the watcher); the
+ * metadata recorded is what the files have. A URI outside the base URL is refused (`RS_INVALID_VALUE`: 400).
+ */
+export function directoryIngest(site: {
+  scanPaths(relPaths: readonly string[]): Promise<{ created: number; updated: number; deleted: number }>;
+}): (changes: readonly RepositoryChange[]) => Promise<Record<string, unknown>> {
+  return async (changes) => {
+    const paths = [...new Set(changes.map((c) => c.uri))];
+    const outside = paths.find((p) => /^https?:\/\//i.test(p));
+    if (outside !== undefined)
+      throw new ResourceSyncError('RS_INVALID_VALUE', `${outside} is not under the Source's base URL`);
+    const stats = await site.scanPaths(paths);
+    return { checked: paths.length, created: stats.created, updated: stats.updated, deleted: stats.deleted };
+  };
+}

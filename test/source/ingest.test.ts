@@ -1,0 +1,244 @@
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { createSourceHandler, type SourceHandler } from '../../src/source/http/handler.js';
+import { openRepositorySource, type RepositorySource } from '../../src/source/index.js';
+import { createIngestRoute, INGEST_PATH } from '../../src/source/ingest.js';
+import { tempDir } from './helpers.js';
+
+const TOKEN = 'a-long-enough-test-token';
+const MD5_A = '0cc175b9c0f1b6a831c399e269772661';
+
+async function withIngest(
+  fn: (handler: SourceHandler, site: RepositorySource) => Promise<void>,
+  maxBodyBytes?: number,
+): Promise<void> {
+  const { dir, cleanup } = await tempDir();
+  const site = await openRepositorySource({
+    repository: { async *list() {} },
+    baseUrl: 'http://repo.example.org/base/',
+    stateDir: join(dir, 'state'),
+    fsync: false,
+  });
+  try {
+    await site.sync();
+    const handler = createSourceHandler(site);
+    handler.mount(
+      INGEST_PATH,
+      createIngestRoute({
+        token: TOKEN,
+        baseUrl: site.baseUrl,
+        apply: async (changes) => ({ recorded: changes.length, ...(await site.record(changes)) }),
+        ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
+      }),
+      { methods: ['POST'] },
+    );
+    await fn(handler, site);
+  } finally {
+    await site.close();
+    await cleanup();
+  }
+}
+
+function post(handler: SourceHandler, body: string, type: string, token: string | null = TOKEN) {
+  return handler.request(INGEST_PATH, {
+    method: 'POST',
+    headers: { 'content-type': type, ...(token === null ? {} : { authorization: `Bearer ${token}` }) },
+    body,
+  });
+}
+
+const CHANGE_LIST = `<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:md capability="changelist" from="2024-01-01T00:00:00Z"/>
+  <url>
+    <loc>http://repo.example.org/base/items/1/a%20b.pdf</loc>
+    <lastmod>2024-01-02T00:00:00Z</lastmod>
+    <rs:md change="created" length="1" hash="md5:${MD5_A}" type="application/pdf"/>
+    <rs:ln rel="describedby" href="http://repo.example.org/base/items/1/dc.xml" type="application/xml" modified="2024-01-02T00:00:00Z"/>
+  </url>
+  <url>
+    <loc>https://elsewhere.example.net/x</loc>
+    <rs:md change="created" length="1" hash="md5:${MD5_A}"/>
+  </url>
+</urlset>
+`;
+
+describe('push API (ingest route)', () => {
+  it('refuses requests without the right bearer token (401), and other methods (405)', async () => {
+    await withIngest(async (handler, site) => {
+      for (const token of [null, 'wrong-token-wrong-token', `${TOKEN}x`, TOKEN.toUpperCase()]) {
+        const res = await post(handler, CHANGE_LIST, 'application/xml', token);
+        assert.equal(res.status, 401);
+        assert.match(res.headers.get('www-authenticate') ?? '', /^Bearer /);
+        await res.body?.cancel();
+      }
+      const get = await handler.request(INGEST_PATH);
+      assert.equal(get.status, 405);
+      await get.body?.cancel();
+      assert.equal((await site.store.head()).seq, 0, 'nothing recorded');
+    });
+  });
+
+  it('records a Change List: keys under the base URL, links, metadata', async () => {
+    await withIngest(async (handler, site) => {
+      const res = await post(handler, CHANGE_LIST, 'application/xml; charset=utf-8');
+      assert.equal(res.status, 200, await res.clone().text());
+      assert.deepEqual(await res.json(), { recorded: 2, created: 2, updated: 0, deleted: 0, unchanged: 0 });
+      const r = await site.store.getResource('items/1/a b.pdf');
+      assert.equal(r?.type, 'application/pdf');
+      assert.equal(r?.lastmodMs, Date.UTC(2024, 0, 2));
+      assert.deepEqual(r?.links, [
+        {
+          rel: 'describedby',
+          href: 'http://repo.example.org/base/items/1/dc.xml',
+          type: 'application/xml',
+          modifiedMs: Date.UTC(2024, 0, 2),
+        },
+      ]);
+      assert.equal((await site.store.getResource('https://elsewhere.example.net/x'))?.length, 1);
+    });
+  });
+
+  it('records JSON lines, and names the line of bad input (nothing of the request recorded)', async () => {
+    await withIngest(async (handler, site) => {
+      const ok = [
+        JSON.stringify({
+          uri: 'a.txt',
+          change: 'created',
+          length: 1,
+          hash: `md5:${MD5_A}`,
+          lastmod: '2024-01-01T00:00:00Z',
+        }),
+        '',
+        JSON.stringify({
+          uri: 'http://repo.example.org/base/b.txt',
+          change: 'created',
+          length: 1,
+          hashes: { md5: MD5_A },
+          links: [{ rel: 'via', href: 'https://origin.example.net/b' }],
+        }),
+      ].join('\n');
+      const res = await post(handler, ok, 'application/x-ndjson');
+      assert.equal(res.status, 200, await res.clone().text());
+      assert.deepEqual((await site.store.getResource('b.txt'))?.links, [
+        { rel: 'via', href: 'https://origin.example.net/b' },
+      ]);
+      const head = (await site.store.head()).seq;
+      const cases: [string, RegExp][] = [
+        [
+          `${JSON.stringify({ uri: 'c', change: 'created', length: 1, hash: `md5:${MD5_A}` })}\n{"uri": "d", "change": "moved"}`,
+          /line 2: "change" must be created, updated or deleted/,
+        ],
+        ['{"uri": "c", "change": "created"\n', /line 1: not JSON/],
+        ['{"change": "deleted"}', /line 1: "uri" is missing/],
+        ['{"uri": "c", "change": "created", "length": -3}', /line 1: "length" must be an integer >= 0/],
+        [
+          '{"uri": "c", "change": "created", "lastmod": "yesterday"}',
+          /line 1: "lastmod": "yesterday" is not a W3C Datetime/,
+        ],
+        [
+          '{"uri": "c", "change": "created", "length": 1, "hash": "md5:0cc175b9c0f1b6a831c399e269772661", "links": [{"rel": "via"}]}',
+          /c: link 1: href must be a non-empty string/,
+        ],
+      ];
+      for (const [body, message] of cases) {
+        const bad = await post(handler, body, 'application/x-ndjson');
+        assert.equal(bad.status, 400, body);
+        assert.match(((await bad.json()) as { error: string }).error, message);
+      }
+      assert.equal((await site.store.head()).seq, head);
+    });
+  });
+
+  it('names the entry of a bad Change List, refuses DTDs, other media types and bodies over the bound', async () => {
+    await withIngest(async (handler, site) => {
+      const noChange = CHANGE_LIST.replace('change="created" length="1"', 'length="1"');
+      let res = await post(handler, noChange, 'application/xml');
+      assert.equal(res.status, 400);
+      assert.match(((await res.json()) as { error: string }).error, /line 4: <url> <rs:md change>: missing/);
+      const dtd = `<?xml version="1.0"?>\n<!DOCTYPE urlset [<!ENTITY x "y">]>\n${CHANGE_LIST.split('\n').slice(1).join('\n')}`;
+      res = await post(handler, dtd, 'application/xml');
+      assert.equal(res.status, 400);
+      assert.match(((await res.json()) as { error: string }).error, /DTD|DOCTYPE/i);
+      res = await post(handler, CHANGE_LIST.replace('changelist', 'resourcelist'), 'application/xml');
+      assert.equal(res.status, 400);
+      res = await post(handler, '{}', 'text/plain');
+      assert.equal(res.status, 415);
+      await res.body?.cancel();
+      res = await post(
+        handler,
+        `${'\n'.repeat(5000)}${JSON.stringify({ uri: 'x', change: 'deleted' })}`,
+        'application/x-ndjson',
+      );
+      assert.equal(res.status, 413);
+      await res.body?.cancel();
+      assert.equal((await site.store.head()).seq, 0);
+    }, 4096);
+  });
+});
+
+describe('serve <dir> --ingest-token (the push API of the directory Source)', () => {
+  it('re-checks the pushed paths at once (no watcher), and refuses a wrong token', async () => {
+    const { spawn } = await import('node:child_process');
+    const { mkdir, writeFile } = await import('node:fs/promises');
+    const { fileURLToPath } = await import('node:url');
+    const { dirname } = await import('node:path');
+    const { setTimeout: sleep } = await import('node:timers/promises');
+    const main = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'cli', 'main.js');
+    const { dir, cleanup } = await tempDir();
+    const coll = join(dir, 'coll');
+    await mkdir(coll);
+    await writeFile(join(coll, 'a.txt'), 'a');
+    const child = spawn(
+      process.execPath,
+      [main, 'serve', coll, '--port', '0', '--json', '--no-watch', '--no-notify', '--state', join(dir, 'state')],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RESOURCESYNC_INGEST_TOKEN: TOKEN } },
+    );
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    try {
+      const end = Date.now() + 60_000;
+      let url: string | undefined;
+      while (url === undefined) {
+        const line = out.split('\n').find((l) => l.includes('"listening"'));
+        if (line !== undefined) url = (JSON.parse(line) as { url: string }).url;
+        else if (Date.now() > end || child.exitCode !== null) throw new Error(`serve did not start: ${out}`);
+        else await sleep(50);
+      }
+      await writeFile(join(coll, 'pushed.txt'), 'pushed');
+      const push = (token: string) =>
+        fetch(`${url}resourcesync/ingest`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-ndjson' },
+          body: `${JSON.stringify({ uri: 'pushed.txt', change: 'created' })}\n`,
+        });
+      const refused = await push('not-the-token-at-all');
+      assert.equal(refused.status, 401);
+      await refused.body?.cancel();
+      const res = await push(TOKEN);
+      assert.equal(res.status, 200);
+      assert.deepEqual(await res.json(), { checked: 1, created: 1, updated: 0, deleted: 0 });
+      const cl = await (await fetch(`${url}resourcesync/default/changelist.xml`)).text();
+      const lists = [
+        cl,
+        ...(await Promise.all(
+          [...cl.matchAll(/<loc>([^<]*changelist-\d+\.xml)<\/loc>/g)].map(async (m) => (await fetch(m[1]!)).text()),
+        )),
+      ];
+      assert.ok(
+        lists.some((l) => l.includes(`<loc>${url}pushed.txt</loc>`)),
+        'the pushed file is in the Change List',
+      );
+    } finally {
+      if (child.exitCode === null) {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGTERM');
+        await exited;
+      }
+      await cleanup();
+    }
+  });
+});
