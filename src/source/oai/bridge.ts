@@ -30,7 +30,7 @@ import {
   type SourceOptions,
 } from '../source.js';
 import { openSqliteStore } from '../sqlite-store.js';
-import type { ChangeInput, SourceStore } from '../store.js';
+import type { ChangeInput, ResourceLink, ResourceRecord, SourceStore } from '../store.js';
 import { OaiClient } from './client.js';
 import {
   type ApplyCounts,
@@ -129,12 +129,30 @@ class SourceSink implements OaiSink {
   readonly #store: SourceStore;
   readonly #state: OaiState;
   readonly #blobs: BlobStore;
+  readonly #prefixes: readonly string[];
+  readonly #client: OaiClient;
 
-  constructor(source: Source, state: OaiState, blobs: BlobStore) {
+  constructor(source: Source, state: OaiState, blobs: BlobStore, prefixes: readonly string[], client: OaiClient) {
     this.#source = source;
     this.#store = source.store;
     this.#state = state;
     this.#blobs = blobs;
+    this.#prefixes = prefixes;
+    this.#client = client;
+  }
+
+  /**
+   * The links of an item's record in one format (§14, see `model.ts`): `via` the provider's GetRecord URL,
+   * and `alternate` the item's records in the other harvested formats that exist.
+   */
+  #linksOf(identifier: string, prefix: string, present: (p: string) => boolean): ResourceLink[] {
+    const links: ResourceLink[] = [
+      { rel: 'via', href: this.#client.requestUrl('GetRecord', { identifier, metadataPrefix: prefix }) },
+    ];
+    for (const p of this.#prefixes)
+      if (p !== prefix && present(p))
+        links.push({ rel: 'alternate', href: recordKey(identifier, p), type: RECORD_MEDIA_TYPE });
+    return links;
   }
 
   async apply(records: readonly HarvestedRecord[], log: boolean): Promise<ApplyCounts> {
@@ -145,45 +163,92 @@ class SourceSink implements OaiSink {
     // The last record of a key in the batch wins (a provider may list an item twice in a page).
     const last = new Map<string, HarvestedRecord>();
     for (const r of records) last.set(recordKey(r.identifier, r.metadataPrefix), r);
+    // Which formats of an item exist after the batch (the batch first, else the store).
+    const after = new Map<string, boolean>();
+    const existing = new Map<string, ResourceRecord | undefined>();
+    const stored = async (key: string): Promise<ResourceRecord | undefined> => {
+      if (!existing.has(key)) existing.set(key, await this.#store.getResource(key));
+      return existing.get(key);
+    };
+    for (const [key, r] of last) after.set(key, !(r.deleted || r.bytes === undefined));
+    const items = new Map<string, Set<string>>();
+    for (const r of last.values()) {
+      let set = items.get(r.identifier);
+      if (set === undefined) items.set(r.identifier, (set = new Set()));
+      set.add(r.metadataPrefix);
+    }
+    for (const [id, prefixes] of items)
+      for (const p of this.#prefixes) {
+        const key = recordKey(id, p);
+        if (!prefixes.has(p)) after.set(key, (await stored(key)) !== undefined);
+      }
+    const presentOf = (id: string) => (p: string) => after.get(recordKey(id, p)) === true;
+    /** Formats whose existence the batch changes: their siblings' alternate links change. */
+    const moved = new Set<string>();
     for (const [key, r] of last) {
-      const existing = await this.#store.getResource(key);
+      const old = await stored(key);
       if (r.deleted || r.bytes === undefined) {
-        if (existing === undefined) continue;
+        if (old === undefined) continue;
         changes.push({ uri: key, change: 'deleted', setName: OAI_SET_NAME });
         counts.deleted++;
+        moved.add(r.identifier);
         continue;
       }
-      if (existing !== undefined && existing.hashes['sha-256'] === r.sha256) {
+      const links = this.#linksOf(r.identifier, r.metadataPrefix, presentOf(r.identifier));
+      if (old !== undefined && old.hashes['sha-256'] === r.sha256) {
         counts.unchanged++;
-        // The provider touched the record (a newer datestamp, the same bytes): lastmod follows, no change logged.
-        if (r.datestampMs > existing.lastmodMs)
+        // The provider touched the record (a newer datestamp, the same bytes), or its links moved: the
+        // inventory follows without a Change List entry.
+        const lastmodMs = Math.max(r.datestampMs, old.lastmodMs);
+        if (lastmodMs > old.lastmodMs || JSON.stringify(old.links ?? []) !== JSON.stringify(links))
           touches.push({
             uri: key,
             change: 'updated',
             setName: OAI_SET_NAME,
-            length: existing.length,
-            hashes: existing.hashes,
+            length: old.length,
+            hashes: old.hashes,
             type: RECORD_MEDIA_TYPE,
-            lastmodMs: r.datestampMs,
+            lastmodMs,
+            links,
           });
         continue;
       }
+      if (old === undefined) moved.add(r.identifier);
       const h = createMultiHasher(['md5', 'sha-256']);
       h.update(r.bytes);
       const hashes = h.digest();
       content.push({ sha256: hashes['sha-256']!, bytes: r.bytes });
       changes.push({
         uri: key,
-        change: existing === undefined ? 'created' : 'updated',
+        change: old === undefined ? 'created' : 'updated',
         setName: OAI_SET_NAME,
         length: r.bytes.length,
         hashes,
         type: RECORD_MEDIA_TYPE,
         lastmodMs: r.datestampMs,
+        links,
       });
-      if (existing === undefined) counts.created++;
+      if (old === undefined) counts.created++;
       else counts.updated++;
     }
+    // Formats of those items that the batch did not carry: their alternate links follow (inventory only).
+    for (const id of moved)
+      for (const p of this.#prefixes) {
+        const key = recordKey(id, p);
+        if (last.has(key)) continue;
+        const old = await stored(key);
+        if (old === undefined) continue;
+        touches.push({
+          uri: key,
+          change: 'updated',
+          setName: OAI_SET_NAME,
+          length: old.length,
+          hashes: old.hashes,
+          type: RECORD_MEDIA_TYPE,
+          lastmodMs: old.lastmodMs,
+          links: this.#linksOf(id, p, presentOf(id)),
+        });
+      }
     // The bytes first (durably), then the store's record of them: a crash in between leaves bytes nobody
     // points at (collected later), never a resource without bytes.
     this.#state.putContent(content);
@@ -263,7 +328,7 @@ export async function openOaiBridge(options: OaiBridgeOptions): Promise<OaiBridg
     const harvester = new OaiHarvester({
       client,
       state,
-      sink: new SourceSink(source, state, blobs),
+      sink: new SourceSink(source, state, blobs, options.metadataPrefixes ?? ['oai_dc'], client),
       ...(options.metadataPrefixes === undefined ? {} : { metadataPrefixes: options.metadataPrefixes }),
       ...(options.set === undefined ? {} : { set: options.set }),
       ...(options.overlapMs === undefined ? {} : { overlapMs: options.overlapMs }),
