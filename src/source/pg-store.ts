@@ -61,6 +61,9 @@ export interface PgStoreOptions {
   readonly connectTimeoutMs?: number;
 }
 
+/** The LISTEN/NOTIFY channel of change notices (one for all Sources of a database; the payload names the schema). */
+const NOTICE_CHANNEL = 'resourcesync_changes';
+
 /** The first part of the advisory lock keys of resourcesync ('RSYC'); the second is `hashtext(schema)`. */
 const LOCK_CLASS = 0x52535943;
 
@@ -234,6 +237,13 @@ function toPart(row: PartRow): ChangeListPart {
 export async function openPgStore(options: PgStoreOptions): Promise<PgStore> {
   const { url, schema } = parsePgUrl(options.url, options.schema);
   const location = describe(url, schema);
+  const config = {
+    connectionString: url.href,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+    types: TYPES,
+    // Names the Source, so an operator (or a test) can tell its connections apart in pg_stat_activity.
+    application_name: `resourcesync ${schema}`.slice(0, 63),
+  };
   const pool = new pg.Pool({
     connectionString: url.href,
     max: options.poolSize ?? 4,
@@ -249,7 +259,7 @@ export async function openPgStore(options: PgStoreOptions): Promise<PgStore> {
   // queries; the query that uses it next fails and is retried on a new one, so the event itself is not needed.
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
-  const store = new PgStore(pool, schema, location, options);
+  const store = new PgStore(pool, schema, location, options, config);
   try {
     await store.init(options.readonly === true);
   } catch (e) {
@@ -275,7 +285,22 @@ export class PgStore implements SourceStore {
   readonly #snapshots = new Set<PgSnapshot>();
   #closed = false;
 
-  constructor(pool: pg.Pool, schema: string, location: string, options: PgStoreOptions) {
+  /** This handle's id in change notices (its own batches are not told back to it). */
+  readonly #id = randomUUID();
+  readonly #clientConfig: pg.ClientConfig;
+  /** Listeners of {@link watch}, and what the notice connection has delivered. */
+  readonly #watchers = new Set<(changes: readonly ChangeRecord[]) => void>();
+  #listener: pg.Client | undefined;
+  #reconnectTimer: NodeJS.Timeout | undefined;
+  /** Highest seq told to watchers (or recorded here); undefined until the notice connection is up. */
+  #delivered: number | undefined;
+  /** Seq ranges of this handle's own batches above {@link #delivered} (not told to its watchers). */
+  #own: [number, number][] = [];
+  /** Catch-ups run one after the other, in notice order. */
+  #catchUp: Promise<void> = Promise.resolve();
+
+  constructor(pool: pg.Pool, schema: string, location: string, options: PgStoreOptions, clientConfig: pg.ClientConfig) {
+    this.#clientConfig = clientConfig;
     this.#pool = pool;
     this.schema = schema;
     this.#s = `"${schema}"`;
@@ -472,12 +497,19 @@ export class PgStore implements SourceStore {
         if (found !== undefined) return found;
       }
       await c.query('BEGIN');
+      let own: [number, number] | undefined;
       try {
         const out = await this.#record(c, changes, options, batchId);
+        // Known as this handle's own before the commit, so that a catch-up after it does not tell it back.
+        if (out.length > 0 && this.#watchers.size > 0) {
+          own = [out[0]!.seq, out[out.length - 1]!.seq];
+          this.#own.push(own);
+        }
         sent = true;
         await c.query('COMMIT');
         return out;
       } catch (e) {
+        if (own !== undefined && !isConnectionError(e)) this.#own = this.#own.filter((r) => r !== own);
         if (!isConnectionError(e)) await c.query('ROLLBACK').catch(() => {});
         throw e;
       }
@@ -658,6 +690,12 @@ export class PgStore implements SourceStore {
     // The batch's id, so that a retry after a commit in doubt finds it instead of recording it again; ids older
     // than the retry bound can no longer be asked for.
     await c.query(`DELETE FROM ${s}.batches WHERE at_ms < $1`, [Date.now() - 2 * this.#retryMs - 60_000]);
+    // Told to the handles that watch, at commit (NOTIFY is transactional, delivered in commit order).
+    if (out.length > 0)
+      await c.query('SELECT pg_notify($1, $2)', [
+        NOTICE_CHANNEL,
+        JSON.stringify({ s: this.schema, o: this.#id, l: seq }),
+      ]);
     await c.query(`INSERT INTO ${s}.batches (id, first_seq, last_seq, at_ms) VALUES ($1, $2, $3, $4)`, [
       batchId,
       state.seq + 1,
@@ -751,9 +789,118 @@ export class PgStore implements SourceStore {
     await this.close();
   }
 
+  /**
+   * Tells `listener` of the changes other processes (other handles) record in this Source, in seq order, each
+   * once, through LISTEN/NOTIFY on one extra connection (reconnected with back-off when it breaks; what was
+   * recorded meanwhile is read from the log then). This handle's own batches are not told back. Returns a
+   * function that stops the listener. Memory: one notice's changes (a batch) at a time.
+   */
+  watch(listener: (changes: readonly ChangeRecord[]) => void): () => void {
+    this.#check();
+    this.#watchers.add(listener);
+    if (this.#listener === undefined && this.#reconnectTimer === undefined) this.#listen(0);
+    return () => {
+      this.#watchers.delete(listener);
+      if (this.#watchers.size === 0) this.#unlisten();
+    };
+  }
+
+  /** Resolves once every notice received so far has been told to the watchers (for tests and shutdown). */
+  async watchSettled(): Promise<void> {
+    await this.#catchUp;
+  }
+
+  #listen(delayMs: number): void {
+    this.#reconnectTimer = setTimeout(() => {
+      this.#reconnectTimer = undefined;
+      if (this.#closed || this.#watchers.size === 0) return;
+      const client = new pg.Client(this.#clientConfig);
+      this.#listener = client;
+      const retry = (): void => {
+        if (this.#listener !== client) return;
+        this.#listener = undefined;
+        client.end().catch(() => {});
+        if (!this.#closed && this.#watchers.size > 0) this.#listen(Math.min(Math.max(delayMs * 2, 100), 5000));
+      };
+      client.on('error', retry);
+      client.on('end', retry);
+      client.on('notification', (n) => {
+        if (n.channel !== NOTICE_CHANNEL || n.payload === undefined) return;
+        let notice: { s?: unknown; l?: unknown };
+        try {
+          notice = JSON.parse(n.payload) as { s?: unknown; l?: unknown };
+        } catch {
+          return;
+        }
+        if (notice.s === this.schema && typeof notice.l === 'number') this.#queueCatchUp(notice.l);
+      });
+      client
+        .connect()
+        .then(() => client.query(`LISTEN ${NOTICE_CHANNEL}`))
+        .then(async () => {
+          // Listening now: what was recorded before (or while the connection was down) is read from the log.
+          const [row] = (await client.query<{ seq: number }>(`SELECT seq FROM ${this.#s}.state WHERE id = 1`)).rows;
+          if (this.#delivered === undefined) this.#delivered = row!.seq;
+          else this.#queueCatchUp(row!.seq);
+          delayMs = 0;
+        })
+        .catch(retry);
+    }, delayMs);
+  }
+
+  #unlisten(): void {
+    clearTimeout(this.#reconnectTimer);
+    this.#reconnectTimer = undefined;
+    const client = this.#listener;
+    this.#listener = undefined;
+    this.#delivered = undefined;
+    this.#own = [];
+    client?.end().catch(() => {});
+  }
+
+  #queueCatchUp(through: number): void {
+    this.#catchUp = this.#catchUp
+      .then(() => this.#deliverThrough(through))
+      .catch(() => {
+        // The log could not be read (the connection is down): the next notice or reconnection catches up.
+      });
+  }
+
+  /** Tells the watchers of the changes after {@link #delivered} through `through`, leaving out this handle's own. */
+  async #deliverThrough(through: number): Promise<void> {
+    const from = this.#delivered;
+    if (from === undefined || through <= from || this.#closed) return;
+    for (let after = from; after < through; ) {
+      const upTo = Math.min(through, after + this.#fetchSize);
+      const rows = await this.#with('read changes recorded elsewhere', async (c) => {
+        const r = await c.query<ChangeRow>({
+          text: `SELECT ${CHANGE_COLUMNS} FROM ${this.#s}.changes WHERE seq > $1 AND seq <= $2 ORDER BY seq`,
+          values: [after, upTo],
+          rowMode: 'array',
+        });
+        return r.rows;
+      });
+      const own = this.#own;
+      const foreign = rows.map(toChange).filter((ch) => !own.some(([f, l]) => ch.seq >= f && ch.seq <= l));
+      after = upTo;
+      this.#delivered = upTo;
+      this.#own = own.filter(([, l]) => l > upTo);
+      if (foreign.length > 0)
+        for (const w of this.#watchers) {
+          try {
+            w(foreign);
+          } catch {
+            // A listener's failure is its own; the others are still told.
+          }
+        }
+    }
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#watchers.clear();
+    this.#unlisten();
     for (const snap of [...this.#snapshots]) await snap.close();
     await this.#pool.end();
   }

@@ -253,6 +253,8 @@ export class Source {
   readonly sourceDescriptionUrl: string;
   readonly #options: SourceOptions;
   readonly #limits: EffectiveLimits;
+  /** Stops {@link SourceStore.watch} (a shared store). */
+  #unwatch: (() => void) | undefined;
   readonly #listeners = new Set<(changes: readonly RecordedChange[], origin?: unknown) => void>();
   readonly #documentListeners = new Set<(events: readonly DocumentEvent[]) => void>();
   readonly #inflight = new Map<string, Promise<void>>();
@@ -302,6 +304,7 @@ export class Source {
   /** Opens a Source; the store must be open. @throws ResourceSyncError `RS_CONFIG` for a bad base URL or limit. */
   static async open(options: SourceOptions): Promise<Source> {
     const source = new Source(options);
+    source.#unwatch = options.store.watch?.((changes) => source.#recordedElsewhere(changes));
     for (const name of await options.store.setNames()) if (!source.#sets.has(name)) source.#sets.set(name, { name });
     const saved = await options.store.getMeta(source.#metaKey());
     if (saved !== undefined) {
@@ -463,6 +466,11 @@ export class Source {
       })().catch((e: unknown) => this.#warn(`publishing new set(s) ${added.join(', ')}: ${(e as Error).message}`));
     const out = recorded.map((c) => this.#toRecorded(c));
     if (inputs.length > 0) this.#scheduleRegeneration(new Set(inputs.map((i) => i.setName)), log);
+    this.#tell(out, origin);
+    return out;
+  }
+
+  #tell(out: readonly RecordedChange[], origin: unknown): void {
     if (out.length > 0)
       for (const l of this.#listeners) {
         try {
@@ -471,7 +479,20 @@ export class Source {
           this.#warn(`a change listener failed: ${(e as Error).message}`);
         }
       }
-    return out;
+  }
+
+  /**
+   * Changes another process recorded in a shared store ({@link SourceStore.watch}): told to listeners (origin:
+   * the store) and their documents regenerated, as if recorded here.
+   */
+  #recordedElsewhere(changes: readonly ChangeRecord[]): void {
+    if (this.#closed || changes.length === 0) return;
+    for (const c of changes) if (!this.#sets.has(c.setName)) this.#sets.set(c.setName, { name: c.setName });
+    this.#scheduleRegeneration(new Set(changes.map((c) => c.setName)), true);
+    this.#tell(
+      changes.map((c) => this.#toRecorded(c)),
+      this.store,
+    );
   }
 
   #toRecorded(c: ChangeRecord): RecordedChange {
@@ -980,6 +1001,7 @@ export class Source {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#unwatch?.();
     clearTimeout(this.#regenTimer);
     await Promise.allSettled(this.#inflight.values());
   }

@@ -271,6 +271,12 @@ export interface SourceStore {
    * be known beforehand (a deletion, no `lastmodMs`, a value the backend would not keep as it is).
    */
   recordOf?(change: ChangeInput): ResourceRecord | undefined;
+  /**
+   * Optional, for stores several processes share (PostgreSQL): calls `listener` with the changes that other
+   * processes record, in seq order, each once, so that every server tells its subscribers of every change.
+   * Returns a function that stops it.
+   */
+  watch?(listener: (changes: readonly ChangeRecord[]) => void): () => void;
   /** Version of one set: bumped by every write transaction touching it (documents of the set depend on it). */
   setVersion(setName: string): Promise<number>;
   countResources(setName?: string): Promise<number>;

@@ -3,12 +3,13 @@
  * connections, bad URLs, and `publish --store` / RESOURCESYNC_STORE. Skipped without RESOURCESYNC_TEST_PG.
  */
 import assert from 'node:assert/strict';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import pg from 'pg';
 import { runPublish } from '../../src/cli/publish.js';
 import { isResourceSyncError } from '../../src/core/errors.js';
+import { Source } from '../../src/source/index.js';
 import { openStore } from '../../src/source/open-store.js';
 import { SCHEMA_VERSION } from '../../src/source/pg/migrations.js';
 import { openPgStore } from '../../src/source/pg-store.js';
@@ -185,3 +186,123 @@ describe('PostgreSQL store', { skip: PG_SKIP }, () => {
     }
   });
 });
+
+describe('PostgreSQL store shared by several processes', { skip: PG_SKIP }, () => {
+  it('tells each handle of the changes the others record, in order, once, across a lost notice connection', async () => {
+    const { store: a, schema, drop } = await openTestPgStore();
+    const b = await openPgStore({ url: PG_URL!, schema, retryMs: 5000 });
+    const c = await openPgStore({ url: PG_URL!, schema, retryMs: 5000 });
+    try {
+      const seen = new Map<PgStoreLike, number[]>([
+        [a, []],
+        [b, []],
+        [c, []],
+      ]);
+      for (const [s, list] of seen) s.watch((changes) => list.push(...changes.map((ch) => ch.seq)));
+      // The notice connections are up once a change of another handle arrives.
+      await until(async () => {
+        await c.recordChanges([{ uri: 'warm', change: 'created', setName: 's', length: 1 }]);
+        return seen.get(a)!.length > 0 && seen.get(b)!.length > 0;
+      });
+      // Changes up to here (the warm-up's) may still be on their way: only later ones are compared.
+      const head0 = (await a.head()).seq;
+      const writes: Promise<unknown>[] = [];
+      for (let i = 0; i < 30; i++)
+        writes.push(
+          [a, b, c][i % 3]!.recordChanges([
+            { uri: `r${i}`, change: 'created', setName: 's', length: 1 },
+            { uri: `r${i}b`, change: 'created', setName: 't', length: 1 },
+          ]),
+        );
+      await Promise.all(writes);
+      // A cut of every connection of the Source (notice connections too): changes recorded meanwhile still come.
+      await cutConnections(schema);
+      for (let i = 30; i < 36; i++)
+        await [a, b, c][i % 3]!.recordChanges([{ uri: `r${i}`, change: 'created', setName: 's', length: 1 }]);
+      const total = 30 * 2 + 6;
+      const all = Array.from({ length: total }, (_, i) => head0 + i + 1);
+      // Each handle is told every change but its own, in seq order, once.
+      const own = new Map<PgStoreLike, number[]>([
+        [a, []],
+        [b, []],
+        [c, []],
+      ]);
+      const snap = await a.snapshot();
+      try {
+        for await (const ch of snap.changes({ afterSeq: head0 })) {
+          const i = Number(/^r(\d+)/.exec(ch.uri)![1]);
+          own.get([a, b, c][i % 3]!)!.push(ch.seq);
+        }
+      } finally {
+        await snap.close();
+      }
+      await until(async () => {
+        for (const [s, seenAll] of seen) {
+          const list = seenAll.filter((q) => q > head0);
+          const expected = all.filter((q) => !own.get(s)!.includes(q));
+          if (list.length < expected.length) return false;
+          assert.deepEqual(list, expected);
+        }
+        return true;
+      });
+    } finally {
+      await b.close();
+      await c.close();
+      await drop();
+    }
+  });
+
+  it('gives the change listeners of every Source on the schema the changes recorded through any, and fresh documents', async () => {
+    const { store: a, schema, drop } = await openTestPgStore();
+    const b = await openPgStore({ url: PG_URL!, schema, retryMs: 5000 });
+    const { dir, cleanup } = await tempDir();
+    const base = 'http://localhost/';
+    const sa = await Source.open({ store: a, baseUrl: base, siteDir: join(dir, 'a') });
+    const sb = await Source.open({ store: b, baseUrl: base, siteDir: join(dir, 'b') });
+    try {
+      const heard: string[] = [];
+      sb.onChange((changes) => heard.push(...changes.map((c) => `${c.change} ${c.uri}`)));
+      await until(async () => {
+        await sa.record([{ uri: `warm${heard.length}`, change: 'created', setName: 's', length: 1 }], true);
+        return heard.length > 0;
+      });
+      await sa.record([{ uri: 'x', change: 'created', setName: 's', length: 1 }], true);
+      await sa.record([{ uri: 'x', change: 'deleted', setName: 's' }], true);
+      await until(async () => heard.includes(`deleted ${base}x`));
+      // (warm-up changes may come before them)
+      assert.deepEqual(
+        heard.filter((h) => !h.includes('warm')),
+        [`created ${base}x`, `deleted ${base}x`],
+      );
+      // Both answer with the same Change List content.
+      const text = async (s: Source, path: string) => readFile((await s.document(path))!.path, 'utf8');
+      const entries = async (s: Source) => {
+        // The Change List Index, then its last (open) part.
+        const index = await text(s, '/resourcesync/s/changelist.xml');
+        const parts = [...index.matchAll(/<loc>([^<]*)<\/loc>/g)].map((m) => new URL(m[1]!).pathname);
+        const part = await text(s, parts[parts.length - 1]!);
+        return [...part.matchAll(/<loc>([^<]*)<\/loc>[\s\S]*?change="(\w+)"/g)].map((m) => `${m[2]} ${m[1]}`);
+      };
+      assert.deepEqual(await entries(sb), await entries(sa));
+      const eb = await entries(sb);
+      assert.ok(eb.includes(`deleted ${base}x`), JSON.stringify(eb));
+    } finally {
+      await sa.close();
+      await sb.close();
+      await b.close();
+      await cleanup();
+      await drop();
+    }
+  });
+});
+
+type PgStoreLike = Awaited<ReturnType<typeof openPgStore>>;
+
+/** Polls `cond` (generous bound: the machine is loaded). */
+async function until(cond: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
