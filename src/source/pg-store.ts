@@ -12,8 +12,9 @@
  * - the schema is versioned by the migrations in `pg/migrations.ts`; a schema written by a newer resourcesync is
  *   refused (`RS_STORE`), never altered.
  *
- * Lost connections: a call that fails because the server went away is retried on a new connection for up to
- * `retryMs` (default 30 s), then fails with `RS_STORE` naming the store and the last error. A batch whose
+ * Lost connections: a call that fails because the server went away is retried on a new connection, a write for up
+ * to `retryMs` (default 30 s), a read for up to `readRetryMs` (default 1 s), then fails with `RS_STORE` naming the
+ * store and the last error (a Source then serves the documents it generated last). A batch whose
  * COMMIT was sent when the connection broke is looked up by its batch id before being sent again, so a retry
  * never records a batch twice.
  *
@@ -53,8 +54,16 @@ export interface PgStoreOptions {
   readonly readonly?: boolean;
   /** Connections in the pool (default 4). */
   readonly poolSize?: number;
-  /** How long a call is retried after a lost connection before it fails (default 30,000 ms). */
+  /**
+   * How long a write (a batch, metadata) is retried after a lost connection before it fails (default 30,000 ms;
+   * opening the store too).
+   */
   readonly retryMs?: number;
+  /**
+   * How long a read is retried (default 1,000 ms): short, so that a server whose database went away answers
+   * from the documents it generated before instead of holding requests.
+   */
+  readonly readRetryMs?: number;
   /** Rows a snapshot's cursor fetches at a time (default 1,000). */
   readonly fetchSize?: number;
   /** Timeout of one connection attempt (default 10,000 ms). */
@@ -280,6 +289,7 @@ export class PgStore implements SourceStore {
   /** Quoted schema, for SQL text. */
   readonly #s: string;
   readonly #retryMs: number;
+  readonly #readRetryMs: number;
   readonly #fetchSize: number;
   /** Open snapshots: closed with the store (each holds a connection the pool would wait for). */
   readonly #snapshots = new Set<PgSnapshot>();
@@ -306,6 +316,7 @@ export class PgStore implements SourceStore {
     this.#s = `"${schema}"`;
     this.location = location;
     this.#retryMs = options.retryMs ?? 30_000;
+    this.#readRetryMs = options.readRetryMs ?? 1000;
     this.#fetchSize = Math.max(1, options.fetchSize ?? 1000);
   }
 
@@ -324,9 +335,9 @@ export class PgStore implements SourceStore {
    * Runs `fn` on a pooled connection, again on a new one while the connection fails, for up to `retryMs`.
    * Statement errors are not retried.
    */
-  async #with<T>(action: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  async #with<T>(action: string, fn: (c: pg.PoolClient) => Promise<T>, boundMs = this.#readRetryMs): Promise<T> {
     this.#check();
-    const deadline = Date.now() + this.#retryMs;
+    const deadline = Date.now() + boundMs;
     let delay = 50;
     for (;;) {
       let client: pg.PoolClient | undefined;
@@ -339,54 +350,63 @@ export class PgStore implements SourceStore {
         // A connection that failed (or is mid-transaction after an error) is not given back to the pool.
         client?.release(true);
         if (!isConnectionError(e) || this.#closed || Date.now() + delay > deadline)
-          throw this.#error(`${action}${isConnectionError(e) ? ` (retried for ${this.#retryMs} ms)` : ''}`, e);
+          throw this.#error(`${action}${isConnectionError(e) ? ` (retried for ${boundMs} ms)` : ''}`, e);
         await new Promise((r) => setTimeout(r, delay));
         delay = Math.min(delay * 2, 1000);
       }
     }
   }
 
-  async #query<R extends pg.QueryResultRow>(action: string, text: string, values?: unknown[]): Promise<R[]> {
-    return this.#with(action, async (c) => (await c.query<R>(text, values)).rows);
+  async #query<R extends pg.QueryResultRow>(
+    action: string,
+    text: string,
+    values?: unknown[],
+    boundMs = this.#readRetryMs,
+  ): Promise<R[]> {
+    return this.#with(action, async (c) => (await c.query<R>(text, values)).rows, boundMs);
   }
 
   /** Creates or migrates the schema (under the Source's lock, so that processes opening it at once agree). */
   async init(readonly: boolean): Promise<void> {
-    await this.#with('open the schema', async (c) => {
-      const exists = await c.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [this.schema]);
-      if (readonly) {
-        if (exists.rowCount === 0)
-          throw new ResourceSyncError('RS_STORE', `store ${this.location}: the schema does not exist`);
-        await this.#checkVersion(c, await this.#appliedVersion(c));
-        return;
-      }
-      await c.query('SELECT pg_advisory_lock($1, hashtext($2))', [LOCK_CLASS, this.schema]);
-      try {
-        await c.query(`CREATE SCHEMA IF NOT EXISTS ${this.#s}`);
-        await c.query(
-          `CREATE TABLE IF NOT EXISTS ${this.#s}.schema_migrations (version integer PRIMARY KEY, description text NOT NULL, applied_ms bigint NOT NULL)`,
-        );
-        const applied = await this.#appliedVersion(c);
-        await this.#checkVersion(c, applied);
-        for (const m of MIGRATIONS) {
-          if (m.version <= applied) continue;
-          await c.query('BEGIN');
-          try {
-            await c.query(m.sql.replaceAll('{s}', this.#s));
-            await c.query(
-              `INSERT INTO ${this.#s}.schema_migrations (version, description, applied_ms) VALUES ($1, $2, $3)`,
-              [m.version, m.description, Date.now()],
-            );
-            await c.query('COMMIT');
-          } catch (e) {
-            await c.query('ROLLBACK').catch(() => {});
-            throw this.#error(`apply migration ${m.version} (${m.description})`, e);
-          }
+    await this.#with(
+      'open the schema',
+      async (c) => {
+        const exists = await c.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [this.schema]);
+        if (readonly) {
+          if (exists.rowCount === 0)
+            throw new ResourceSyncError('RS_STORE', `store ${this.location}: the schema does not exist`);
+          await this.#checkVersion(c, await this.#appliedVersion(c));
+          return;
         }
-      } finally {
-        await c.query('SELECT pg_advisory_unlock($1, hashtext($2))', [LOCK_CLASS, this.schema]);
-      }
-    });
+        await c.query('SELECT pg_advisory_lock($1, hashtext($2))', [LOCK_CLASS, this.schema]);
+        try {
+          await c.query(`CREATE SCHEMA IF NOT EXISTS ${this.#s}`);
+          await c.query(
+            `CREATE TABLE IF NOT EXISTS ${this.#s}.schema_migrations (version integer PRIMARY KEY, description text NOT NULL, applied_ms bigint NOT NULL)`,
+          );
+          const applied = await this.#appliedVersion(c);
+          await this.#checkVersion(c, applied);
+          for (const m of MIGRATIONS) {
+            if (m.version <= applied) continue;
+            await c.query('BEGIN');
+            try {
+              await c.query(m.sql.replaceAll('{s}', this.#s));
+              await c.query(
+                `INSERT INTO ${this.#s}.schema_migrations (version, description, applied_ms) VALUES ($1, $2, $3)`,
+                [m.version, m.description, Date.now()],
+              );
+              await c.query('COMMIT');
+            } catch (e) {
+              await c.query('ROLLBACK').catch(() => {});
+              throw this.#error(`apply migration ${m.version} (${m.description})`, e);
+            }
+          }
+        } finally {
+          await c.query('SELECT pg_advisory_unlock($1, hashtext($2))', [LOCK_CLASS, this.schema]);
+        }
+      },
+      this.#retryMs,
+    );
   }
 
   async #appliedVersion(c: Queryable): Promise<number> {
@@ -490,30 +510,34 @@ export class PgStore implements SourceStore {
     if (changes.length === 0) return [];
     const batchId = randomUUID();
     let sent = false;
-    return this.#with('record changes', async (c) => {
-      if (sent) {
-        // The connection broke after COMMIT was sent: the batch may be in. Its id says.
-        const found = await this.#batchRecorded(c, batchId);
-        if (found !== undefined) return found;
-      }
-      await c.query('BEGIN');
-      let own: [number, number] | undefined;
-      try {
-        const out = await this.#record(c, changes, options, batchId);
-        // Known as this handle's own before the commit, so that a catch-up after it does not tell it back.
-        if (out.length > 0 && this.#watchers.size > 0) {
-          own = [out[0]!.seq, out[out.length - 1]!.seq];
-          this.#own.push(own);
+    return this.#with(
+      'record changes',
+      async (c) => {
+        if (sent) {
+          // The connection broke after COMMIT was sent: the batch may be in. Its id says.
+          const found = await this.#batchRecorded(c, batchId);
+          if (found !== undefined) return found;
         }
-        sent = true;
-        await c.query('COMMIT');
-        return out;
-      } catch (e) {
-        if (own !== undefined && !isConnectionError(e)) this.#own = this.#own.filter((r) => r !== own);
-        if (!isConnectionError(e)) await c.query('ROLLBACK').catch(() => {});
-        throw e;
-      }
-    });
+        await c.query('BEGIN');
+        let own: [number, number] | undefined;
+        try {
+          const out = await this.#record(c, changes, options, batchId);
+          // Known as this handle's own before the commit, so that a catch-up after it does not tell it back.
+          if (out.length > 0 && this.#watchers.size > 0) {
+            own = [out[0]!.seq, out[out.length - 1]!.seq];
+            this.#own.push(own);
+          }
+          sent = true;
+          await c.query('COMMIT');
+          return out;
+        } catch (e) {
+          if (own !== undefined && !isConnectionError(e)) this.#own = this.#own.filter((r) => r !== own);
+          if (!isConnectionError(e)) await c.query('ROLLBACK').catch(() => {});
+          throw e;
+        }
+      },
+      this.#retryMs,
+    );
   }
 
   /** The records of a batch whose commit was in doubt, when it was committed. */
@@ -771,12 +795,14 @@ export class PgStore implements SourceStore {
   }
 
   async setMeta(key: string, value: string | undefined): Promise<void> {
-    if (value === undefined) await this.#query('write metadata', `DELETE FROM ${this.#s}.meta WHERE key = $1`, [key]);
+    if (value === undefined)
+      await this.#query('write metadata', `DELETE FROM ${this.#s}.meta WHERE key = $1`, [key], this.#retryMs);
     else
       await this.#query(
         'write metadata',
         `INSERT INTO ${this.#s}.meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
         [key, value],
+        this.#retryMs,
       );
   }
 
@@ -785,7 +811,7 @@ export class PgStore implements SourceStore {
    * The store is closed afterwards.
    */
   async dropSchema(): Promise<void> {
-    await this.#query('drop the schema', `DROP SCHEMA IF EXISTS ${this.#s} CASCADE`);
+    await this.#query('drop the schema', `DROP SCHEMA IF EXISTS ${this.#s} CASCADE`, [], this.#retryMs);
     await this.close();
   }
 

@@ -594,7 +594,19 @@ export class Source {
       if (allowStale && bigGroup && (await this.#mainExists(group, setName))) return;
       return running;
     }
-    if (state !== undefined && (await this.#fresh(key, group, setName, state))) return;
+    if (state !== undefined) {
+      let fresh: boolean;
+      try {
+        fresh = await this.#fresh(key, group, setName, state);
+      } catch (e) {
+        // The store cannot be read (a lost database connection): the documents generated last are served.
+        if (!(e instanceof ResourceSyncError && e.code === 'RS_STORE') || !(await this.#mainExists(group, setName)))
+          throw e;
+        this.#warn(`serving ${key} as generated last: ${e.message}`);
+        return;
+      }
+      if (fresh) return;
+    }
     const background = allowStale && bigGroup && state !== undefined && (await this.#mainExists(group, setName));
     if (this.#inflight.has(key)) return this.ensure(group, setName, allowStale);
     // In the background, generation starts a moment later, so the request that found the group stale is

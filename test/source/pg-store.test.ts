@@ -296,6 +296,108 @@ describe('PostgreSQL store shared by several processes', { skip: PG_SKIP }, () =
   });
 });
 
+describe('PostgreSQL store: the database goes away while serving', { skip: PG_SKIP }, () => {
+  it('serves the documents generated last, retries writes until it is back, and fails clearly after the bound', async () => {
+    const proxy = await tcpProxy(new URL(PG_URL!));
+    const schema = freshSchema();
+    const url = new URL(PG_URL!);
+    url.host = `127.0.0.1:${proxy.port}`;
+    const store = await openPgStore({ url: url.href, schema, retryMs: 10_000, readRetryMs: 300 });
+    const { dir, cleanup } = await tempDir();
+    const warnings: string[] = [];
+    const source = await Source.open({
+      store,
+      baseUrl: 'http://localhost/',
+      siteDir: dir,
+      onWarning: (m) => void warnings.push(m),
+    });
+    try {
+      await source.record([{ uri: 'a', change: 'created', setName: 's', length: 1 }], true);
+      const before = await source.document('/resourcesync/s/resourcelist.xml');
+      const text = await readFile(before!.path, 'utf8');
+      proxy.stop();
+      // Documents: the last generation, at once.
+      const during = await source.document('/resourcesync/s/resourcelist.xml');
+      assert.equal(await readFile(during!.path, 'utf8'), text);
+      assert.ok(
+        warnings.some((w) => w.includes('as generated last')),
+        warnings.join('\n'),
+      );
+      // A write waits for the database...
+      let done = false;
+      const write = store.recordChanges([{ uri: 'b', change: 'created', setName: 's', length: 1 }]).finally(() => {
+        done = true;
+      });
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(done, false, 'the write is retried, not failed');
+      await proxy.start();
+      const [b] = await write;
+      assert.equal(b!.seq, 2);
+      // ... and fails, naming the store, when it stays away longer than the bound.
+      proxy.stop();
+      await assert.rejects(store.recordChanges([{ uri: 'c', change: 'created', setName: 's', length: 1 }]), (e) => {
+        assert.ok(isResourceSyncError(e, 'RS_STORE'), String(e));
+        assert.match(
+          e.message,
+          new RegExp(
+            `127\\.0\\.0\\.1:${proxy.port}/test \\(schema ${schema}\\): cannot record changes \\(retried for 10000 ms\\)`,
+          ),
+        );
+        return true;
+      });
+    } finally {
+      proxy.stop();
+      await source.close();
+      await store.close();
+      await cleanup();
+      const admin = await openPgStore({ url: PG_URL!, schema, readonly: true }).catch(() => undefined);
+      await admin?.dropSchema();
+    }
+  });
+});
+
+/** A TCP proxy to the database that a test can stop (every connection cut, new ones refused) and start again. */
+async function tcpProxy(target: URL): Promise<{ port: number; stop: () => void; start: () => Promise<void> }> {
+  const net = await import('node:net');
+  const sockets = new Set<import('node:net').Socket>();
+  let server: import('node:net').Server | undefined;
+  let port = 0;
+  const start = async (): Promise<void> => {
+    if (server !== undefined) return;
+    const s = net.createServer((client) => {
+      const upstream = net.connect(Number(target.port || 5432), target.hostname);
+      for (const x of [client, upstream]) {
+        sockets.add(x);
+        x.on('close', () => sockets.delete(x));
+        x.on('error', () => {
+          client.destroy();
+          upstream.destroy();
+        });
+      }
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    await new Promise<void>((resolve, reject) => {
+      s.once('error', reject);
+      s.listen(port, '127.0.0.1', () => resolve());
+    });
+    port = (s.address() as { port: number }).port;
+    server = s;
+  };
+  await start();
+  return {
+    get port() {
+      return port;
+    },
+    stop: () => {
+      server?.close();
+      server = undefined;
+      for (const x of sockets) x.destroy();
+    },
+    start,
+  };
+}
+
 type PgStoreLike = Awaited<ReturnType<typeof openPgStore>>;
 
 /** Polls `cond` (generous bound: the machine is loaded). */
