@@ -29,6 +29,7 @@ import type { ChangeType } from '../core/constants.js';
 import { ResourceSyncError } from '../core/errors.js';
 import type { Hashes } from '../core/hash.js';
 import { MIGRATIONS, SCHEMA_VERSION } from './pg/migrations.js';
+import { decodeLinks, encodeLinks } from './sqlite-store.js';
 import type {
   ChangeInput,
   ChangeListPart,
@@ -40,6 +41,7 @@ import type {
   StoreHead,
   StoreSnapshot,
 } from './store.js';
+import { checkLinks, nextChangeDatetime } from './store.js';
 
 /** Options of {@link openPgStore}. */
 export interface PgStoreOptions {
@@ -151,8 +153,10 @@ type ResourceRow = [
   sha256: string | null,
   lastmodMs: number,
   fileId: string | null,
+  /** JSON, as the SQLite store keeps it ({@link encodeLinks}). */
+  links: string | null,
 ];
-const RESOURCE_COLUMNS = 'uri, set_name, length, type, md5, sha1, sha256, lastmod_ms, file_id';
+const RESOURCE_COLUMNS = 'uri, set_name, length, type, md5, sha1, sha256, lastmod_ms, file_id, links';
 
 type ChangeRow = [
   seq: number,
@@ -166,8 +170,9 @@ type ChangeRow = [
   sha1: string | null,
   sha256: string | null,
   lastmodMs: number | null,
+  links: string | null,
 ];
-const CHANGE_COLUMNS = 'seq, uri, change, datetime_ms, set_name, length, type, md5, sha1, sha256, lastmod_ms';
+const CHANGE_COLUMNS = 'seq, uri, change, datetime_ms, set_name, length, type, md5, sha1, sha256, lastmod_ms, links';
 
 interface PartRow {
   set_name: string;
@@ -188,7 +193,7 @@ function hashesOf(md5: string | null, sha1: string | null, sha256: string | null
 }
 
 function toResource(row: ResourceRow): ResourceRecord {
-  const [uri, setName, length, type, md5, sha1, sha256, lastmodMs, fileId] = row;
+  const [uri, setName, length, type, md5, sha1, sha256, lastmodMs, fileId, links] = row;
   const r: { -readonly [K in keyof ResourceRecord]: ResourceRecord[K] } = {
     uri,
     setName,
@@ -198,11 +203,13 @@ function toResource(row: ResourceRow): ResourceRecord {
   };
   if (type !== null) r.type = type;
   if (fileId !== null) r.fileId = fileId;
+  const l = decodeLinks(links);
+  if (l !== undefined) r.links = l;
   return r;
 }
 
 function toChange(row: ChangeRow): ChangeRecord {
-  const [seq, uri, change, datetimeMs, setName, length, type, md5, sha1, sha256, lastmodMs] = row;
+  const [seq, uri, change, datetimeMs, setName, length, type, md5, sha1, sha256, lastmodMs, links] = row;
   const c: { -readonly [K in keyof ChangeRecord]: ChangeRecord[K] } = {
     seq,
     uri,
@@ -214,6 +221,8 @@ function toChange(row: ChangeRow): ChangeRecord {
   if (length !== null) c.length = length;
   if (type !== null) c.type = type;
   if (lastmodMs !== null) c.lastmodMs = lastmodMs;
+  const l = decodeLinks(links);
+  if (l !== undefined) c.links = l;
   return c;
 }
 
@@ -464,8 +473,10 @@ export class PgStore implements SourceStore {
       h['sha-256'] ?? null,
       change.lastmodMs === 0 ? 0 : change.lastmodMs,
       change.fileId ?? null,
+      encodeLinks(change.links),
     ];
-    for (const t of [row[0], row[1], row[3], row[4], row[5], row[6], row[8]]) if (!storedAsIs(t)) return undefined;
+    for (const t of [row[0], row[1], row[3], row[4], row[5], row[6], row[8], row[9]])
+      if (!storedAsIs(t)) return undefined;
     return toResource(row);
   }
 
@@ -572,7 +583,11 @@ export class PgStore implements SourceStore {
         `SELECT seq, last_ms, floor_ms FROM ${s}.state WHERE id = 1`,
       )
     ).rows[0]!;
-    const now = Math.max(Date.now(), state.last_ms ?? 0, state.floor_ms);
+    for (const ch of changes) if (ch.change !== 'deleted') checkLinks(ch.uri, ch.links);
+    const clock = Date.now();
+    // Each logged change gets its own datetime (distinct and increasing as far as the clock allows), as in SQLite.
+    let last = state.last_ms ?? undefined;
+    const first = nextChangeDatetime(last, clock, state.floor_ms);
     const setNames = [...new Set(changes.map((ch) => ch.setName))];
     const open = new Map<string, PartRow & { dirty: boolean }>();
     for (const row of (
@@ -583,18 +598,26 @@ export class PgStore implements SourceStore {
     ).rows)
       open.set(row.set_name, { ...row, dirty: false });
     const touchedParts: (PartRow & { dirty: boolean })[] = [];
-    for (const name of setNames)
-      if (!open.has(name)) {
-        const p = { set_name: name, number: 1, from_ms: now, until_ms: null, count: 0, last_seq: 0, dirty: true };
+    /** The set's open part, the first one (from `dt`) when the set has none. */
+    const partFor = (name: string, dt: number): PartRow & { dirty: boolean } => {
+      let p = open.get(name);
+      if (p === undefined) {
+        p = { set_name: name, number: 1, from_ms: dt, until_ms: null, count: 0, last_seq: 0, dirty: true };
         open.set(name, p);
         touchedParts.push(p);
       }
+      return p;
+    };
     /** The inventory after the batch: the last change of each key wins. */
     const inventory = new Map<string, ResourceRow | null>();
     const out: ChangeRecord[] = [];
     let seq = state.seq;
+    let logged = 0;
     for (const ch of changes) {
       const h = ch.hashes ?? {};
+      const now = log ? nextChangeDatetime(last, clock, state.floor_ms) : first;
+      last = now;
+      const links = ch.change === 'deleted' ? null : encodeLinks(ch.links);
       if (ch.change === 'deleted') inventory.set(ch.uri, null);
       else
         inventory.set(ch.uri, [
@@ -607,9 +630,11 @@ export class PgStore implements SourceStore {
           h['sha-256'] ?? null,
           ch.lastmodMs ?? now,
           ch.fileId ?? null,
+          links,
         ]);
+      let part = partFor(ch.setName, now);
       if (!log) continue;
-      let part = open.get(ch.setName)!;
+      logged = now;
       if (part.count >= maxEntries || (periodMs !== undefined && now >= part.from_ms + periodMs)) {
         part.until_ms = now;
         if (!part.dirty) {
@@ -648,6 +673,8 @@ export class PgStore implements SourceStore {
         if (ch.length !== undefined) rec.length = ch.length;
         if (ch.type !== undefined) rec.type = ch.type;
         rec.lastmodMs = ch.lastmodMs ?? now;
+        const decoded = decodeLinks(links);
+        if (decoded !== undefined) rec.links = decoded;
       }
       out.push(rec);
     }
@@ -661,16 +688,16 @@ export class PgStore implements SourceStore {
     if (upserts.length > 0)
       await c.query(
         `INSERT INTO ${s}.resources (${RESOURCE_COLUMNS})
-         SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[])
+         SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::text[], $10::text[])
          ON CONFLICT (uri) DO UPDATE SET set_name = excluded.set_name, length = excluded.length, type = excluded.type,
            md5 = excluded.md5, sha1 = excluded.sha1, sha256 = excluded.sha256, lastmod_ms = excluded.lastmod_ms,
-           file_id = excluded.file_id`,
-        columns(upserts, 9),
+           file_id = excluded.file_id, links = excluded.links`,
+        columns(upserts, 10),
       );
     if (out.length > 0)
       await c.query(
         `INSERT INTO ${s}.changes (${CHANGE_COLUMNS})
-         SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[])`,
+         SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::text[])`,
         columns(
           out.map((r): ChangeRow => {
             const del = r.change === 'deleted';
@@ -686,9 +713,10 @@ export class PgStore implements SourceStore {
               del ? null : (r.hashes['sha-1'] ?? null),
               del ? null : (r.hashes['sha-256'] ?? null),
               del ? null : (r.lastmodMs ?? null),
+              del ? null : encodeLinks(r.links),
             ];
           }),
-          11,
+          12,
         ),
       );
     if (touchedParts.length > 0)
@@ -709,7 +737,7 @@ export class PgStore implements SourceStore {
     );
     await c.query(
       `UPDATE ${s}.state SET seq = $1, version = version + 1, last_ms = CASE WHEN $2::bigint IS NULL THEN last_ms ELSE $2::bigint END WHERE id = 1`,
-      [seq, out.length > 0 ? now : null],
+      [seq, out.length > 0 ? logged : null],
     );
     // The batch's id, so that a retry after a commit in doubt finds it instead of recording it again; ids older
     // than the retry bound can no longer be asked for.

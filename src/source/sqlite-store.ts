@@ -101,7 +101,7 @@ function migrate(db: Database.Database, path: string): void {
 }
 
 /** Links as stored (JSON, fields in a fixed order; NULL for none). */
-function encodeLinks(links: readonly ResourceLink[] | undefined): string | null {
+export function encodeLinks(links: readonly ResourceLink[] | undefined): string | null {
   if (links === undefined || links.length === 0) return null;
   return JSON.stringify(
     links.map((l) => {
@@ -118,7 +118,7 @@ function encodeLinks(links: readonly ResourceLink[] | undefined): string | null 
   );
 }
 
-function decodeLinks(text: string | null | undefined): ResourceLink[] | undefined {
+export function decodeLinks(text: string | null | undefined): ResourceLink[] | undefined {
   if (text === null || text === undefined) return undefined;
   return JSON.parse(text) as ResourceLink[];
 }

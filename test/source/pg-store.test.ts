@@ -11,7 +11,7 @@ import { runPublish } from '../../src/cli/publish.js';
 import { isResourceSyncError } from '../../src/core/errors.js';
 import { Source } from '../../src/source/index.js';
 import { openStore } from '../../src/source/open-store.js';
-import { SCHEMA_VERSION } from '../../src/source/pg/migrations.js';
+import { MIGRATIONS, SCHEMA_VERSION } from '../../src/source/pg/migrations.js';
 import { openPgStore } from '../../src/source/pg-store.js';
 import { tempDir } from './helpers.js';
 import { freshSchema, openTestPgStore, PG_SKIP, PG_URL } from './pg-helpers.js';
@@ -57,6 +57,37 @@ describe('PostgreSQL store', { skip: PG_SKIP }, () => {
       assert.equal(rows[0]?.n, 1, 'the newer schema is not touched');
     } finally {
       await drop();
+    }
+  });
+
+  it('migrates a schema of an earlier version in place, keeping its data', async () => {
+    const schema = freshSchema();
+    // A schema as version 1 of the package left it.
+    await admin(`CREATE SCHEMA "${schema}"`);
+    await admin(
+      `CREATE TABLE "${schema}".schema_migrations (version integer PRIMARY KEY, description text NOT NULL, applied_ms bigint NOT NULL)`,
+    );
+    await admin(MIGRATIONS[0]!.sql.replaceAll('{s}', `"${schema}"`));
+    await admin(`INSERT INTO "${schema}".schema_migrations VALUES (1, 'v1', 0)`);
+    await admin(
+      `INSERT INTO "${schema}".resources (uri, set_name, length, lastmod_ms) VALUES ('old', 's', 3, 1700000000000)`,
+    );
+    const store = await openPgStore({ url: PG_URL!, schema });
+    try {
+      assert.equal(await store.schemaVersion(), SCHEMA_VERSION);
+      assert.deepEqual(await store.getResource('old'), {
+        uri: 'old',
+        setName: 's',
+        length: 3,
+        hashes: {},
+        lastmodMs: 1_700_000_000_000,
+      });
+      const [c] = await store.recordChanges([
+        { uri: 'new', change: 'created', setName: 's', length: 1, links: [{ rel: 'describedby', href: 'm' }] },
+      ]);
+      assert.deepEqual(c!.links, [{ rel: 'describedby', href: 'm' }]);
+    } finally {
+      await store.dropSchema();
     }
   });
 
@@ -277,10 +308,12 @@ describe('PostgreSQL store shared by several processes', { skip: PG_SKIP }, () =
       // Both answer with the same Change List content.
       const text = async (s: Source, path: string) => readFile((await s.document(path))!.path, 'utf8');
       const entries = async (s: Source) => {
-        // The Change List Index, then its last (open) part.
-        const index = await text(s, '/resourcesync/s/changelist.xml');
-        const parts = [...index.matchAll(/<loc>([^<]*)<\/loc>/g)].map((m) => new URL(m[1]!).pathname);
-        const part = await text(s, parts[parts.length - 1]!);
+        // The Change List, or the last (open) part of a Change List Index.
+        let part = await text(s, '/resourcesync/s/changelist.xml');
+        if (part.includes('<sitemapindex')) {
+          const parts = [...part.matchAll(/<loc>([^<]*)<\/loc>/g)].map((m) => new URL(m[1]!).pathname);
+          part = await text(s, parts[parts.length - 1]!);
+        }
         return [...part.matchAll(/<loc>([^<]*)<\/loc>[\s\S]*?change="(\w+)"/g)].map((m) => `${m[2]} ${m[1]}`);
       };
       assert.deepEqual(await entries(sb), await entries(sa));

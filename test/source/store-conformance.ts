@@ -473,6 +473,63 @@ export function storeConformance(factory: StoreFactory): void {
       });
     });
 
+    it('keeps the links of resources and changes (§14), and refuses bad ones before writing', async () => {
+      await withStore(factory, async ({ store }) => {
+        const links = [
+          { rel: 'describedby', href: 'meta/a.xml', type: 'application/xml', length: 12, pri: 1 },
+          {
+            rel: 'alternate',
+            href: 'https://mirror.example.org/a',
+            hashes: { md5: 'a'.repeat(32) },
+            modifiedMs: 1_600_000_000_000,
+            encoding: 'gzip',
+          },
+        ];
+        const [c] = await store.recordChanges([created('a', 's', { links })]);
+        assert.deepEqual(c!.links, links);
+        assert.deepEqual((await store.getResource('a'))?.links, links);
+        if (store.recordOf !== undefined)
+          assert.deepEqual(store.recordOf(created('a', 's', { links })), await store.getResource('a'));
+        const snap = await store.snapshot();
+        try {
+          assert.deepEqual((await collect(snap.resources()))[0]?.links, links);
+          assert.deepEqual((await collect(snap.changes()))[0]?.links, links);
+        } finally {
+          await snap.close();
+        }
+        // An update without links leaves none; a deletion carries none.
+        await store.recordChanges([{ uri: 'a', change: 'updated', setName: 's', length: 2 }]);
+        assert.equal((await store.getResource('a'))?.links, undefined);
+        const [d] = await store.recordChanges([{ uri: 'a', change: 'deleted', setName: 's', links }]);
+        assert.equal(d!.links, undefined);
+        const head = await store.head();
+        await assert.rejects(
+          store.recordChanges([created('b'), created('c', 's', { links: [{ rel: 'alternate', href: '' }] })]),
+          (e) => isResourceSyncError(e, 'RS_INVALID_VALUE') && /c: link 1/.test(e.message),
+        );
+        assert.deepEqual(await store.head(), head, 'nothing of the refused batch is written');
+        assert.equal(await store.getResource('b'), undefined);
+      });
+    });
+
+    it('dates the changes of one batch apart when the clock stands still', async () => {
+      await withStore(factory, async ({ store }) => {
+        const realNow = Date.now;
+        const t = realNow();
+        try {
+          Date.now = () => t;
+          const recs = await store.recordChanges(Array.from({ length: 5 }, (_, i) => created(`r${i}`)));
+          const more = await store.recordChanges([created('s0')]);
+          const all = [...recs, ...more];
+          for (let i = 1; i < all.length; i++) assert.ok(all[i]!.datetimeMs > all[i - 1]!.datetimeMs, `change ${i}`);
+          assert.ok(all[all.length - 1]!.datetimeMs - t <= 1000, 'at most 1 s ahead of the clock');
+          assert.equal((await store.head()).datetimeMs, all[all.length - 1]!.datetimeMs);
+        } finally {
+          Date.now = realNow;
+        }
+      });
+    });
+
     it('keeps everything across a reopen', async () => {
       await withStore(factory, async (t) => {
         await t.store.recordChanges([created('a'), created('b')], { rotation: { maxEntries: 1 } });

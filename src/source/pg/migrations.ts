@@ -72,6 +72,14 @@ CREATE TABLE {s}.batches (id uuid PRIMARY KEY, first_seq bigint NOT NULL, last_s
 CREATE INDEX batches_by_time ON {s}.batches (at_ms);
 `,
   },
+  {
+    version: 2,
+    description: 'links of resources and changes (§14), JSON as in the SQLite store',
+    sql: `
+ALTER TABLE {s}.resources ADD COLUMN links text;
+ALTER TABLE {s}.changes ADD COLUMN links text;
+`,
+  },
 ];
 
 /** The highest migration this version of resourcesync knows. */
