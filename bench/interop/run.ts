@@ -57,11 +57,11 @@ const row = (v: Verdict): void => {
   if (!json) process.stderr.write(`${v.pass ? 'pass' : 'FAIL'}  ${v.group}  ${v.scenario}: ${v.got}\n`);
 };
 
-/** Our `sync` with `--json`: its summary (or the error it printed). */
+/** Our `sync` with `--json` and `--detailed-exit-code` (3 = changes applied): its summary (or the error it printed). */
 async function ourSync(
   argv: readonly string[],
 ): Promise<{ code: number | null; summary?: SyncSummaryLike; text: string }> {
-  const r = await ours(['sync', '--json', ...argv]);
+  const r = await ours(['sync', '--json', '--detailed-exit-code', ...argv]);
   let summary: SyncSummaryLike | undefined;
   try {
     const parsed = JSON.parse(r.stdout) as SyncSummaryLike | { error: { code: string; message: string } };
