@@ -5,6 +5,7 @@
  * Every store a test opens lives in a fresh schema `rs_test_<run>_<n>`, dropped when the test is done.
  */
 import { randomBytes } from 'node:crypto';
+import pg from 'pg';
 import { openPgStore, type PgStore, type PgStoreOptions } from '../../src/source/pg-store.js';
 
 /** The server the PostgreSQL tests use, or undefined (skip them). */
@@ -18,7 +19,7 @@ export const PG_SKIP: string | false =
 
 if (PG_SKIP !== false && process.env.RS_PG_SKIP_NOTED === undefined) {
   process.env.RS_PG_SKIP_NOTED = '1';
-  console.log(`# ${PG_SKIP}`);
+  console.log(PG_SKIP);
 }
 
 const RUN = `rs_test_${process.pid}_${randomBytes(3).toString('hex')}`;
@@ -27,6 +28,20 @@ let counter = 0;
 /** A schema name no other test (or test run) uses. */
 export function freshSchema(): string {
   return `${RUN}_${++counter}`;
+}
+
+/**
+ * Drops a test schema with plain SQL (not through a store, which would refuse a schema a test made newer than
+ * this version).
+ */
+export async function dropTestSchema(schema: string): Promise<void> {
+  const c = new pg.Client({ connectionString: PG_URL });
+  await c.connect();
+  try {
+    await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } finally {
+    await c.end();
+  }
 }
 
 /** Opens a store in a fresh schema of the test server; `drop` closes it and drops the schema. */
@@ -41,8 +56,7 @@ export async function openTestPgStore(
     schema,
     drop: async () => {
       await store.close();
-      const admin = await openPgStore({ url: PG_URL!, schema, readonly: true }).catch(() => undefined);
-      if (admin !== undefined) await admin.dropSchema();
+      await dropTestSchema(schema);
     },
   };
 }

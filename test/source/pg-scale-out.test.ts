@@ -13,7 +13,7 @@ import { Destination } from '../../src/destination/destination.js';
 import { openPgStore } from '../../src/source/pg-store.js';
 import { killChildren, runCli, waitForEvent, type CliRun } from '../cli/cli-child.js';
 import { tempDir } from './helpers.js';
-import { freshSchema, PG_SKIP, PG_URL } from './pg-helpers.js';
+import { dropTestSchema, freshSchema, PG_SKIP, PG_URL } from './pg-helpers.js';
 
 after(killChildren);
 
@@ -149,8 +149,7 @@ describe('several serve processes on one PostgreSQL store', { skip: PG_SKIP }, (
       for (const r of runs) r.child.kill('SIGTERM');
       await Promise.all(runs.map((r) => r.exit));
       lb.server.close();
-      const admin = await openPgStore({ url: PG_URL!, schema, readonly: true }).catch(() => undefined);
-      await admin?.dropSchema();
+      await dropTestSchema(schema);
       await cleanup();
     }
   });

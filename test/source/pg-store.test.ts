@@ -14,7 +14,7 @@ import { openStore } from '../../src/source/open-store.js';
 import { MIGRATIONS, SCHEMA_VERSION } from '../../src/source/pg/migrations.js';
 import { openPgStore } from '../../src/source/pg-store.js';
 import { tempDir } from './helpers.js';
-import { freshSchema, openTestPgStore, PG_SKIP, PG_URL } from './pg-helpers.js';
+import { dropTestSchema, freshSchema, openTestPgStore, PG_SKIP, PG_URL } from './pg-helpers.js';
 
 /** Runs `sql` on a connection of its own. */
 async function admin<T extends pg.QueryResultRow>(sql: string, values?: unknown[]): Promise<T[]> {
@@ -383,8 +383,7 @@ describe('PostgreSQL store: the database goes away while serving', { skip: PG_SK
       await source.close();
       await store.close();
       await cleanup();
-      const admin = await openPgStore({ url: PG_URL!, schema, readonly: true }).catch(() => undefined);
-      await admin?.dropSchema();
+      await dropTestSchema(schema);
     }
   });
 });
