@@ -5,7 +5,7 @@
  * @module
  */
 import { formatDatetime, parseDatetime } from '../core/datetime.js';
-import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
+import { type ErrorCode, ResourceSyncError, isResourceSyncError } from '../core/errors.js';
 import type { Entry } from '../core/model.js';
 import { join } from 'node:path';
 import { forEachConcurrent } from './concurrent.js';
@@ -14,6 +14,8 @@ import { openExpected, openListTree } from './documents.js';
 import { DumpPackage, fetchPackage } from './dump.js';
 import { expectedOf } from './plan.js';
 import { applyResource, fetchInstaller, packageInstaller } from './apply.js';
+import { httpStatusOf } from '../http/client.js';
+import { runIncremental } from './incremental.js';
 
 /** Where a baseline reads from. */
 export interface BaselineSources {
@@ -21,6 +23,11 @@ export interface BaselineSources {
   readonly resourceLists: readonly string[];
   /** Resource Dump or Resource Dump Index URLs. */
   readonly resourceDumps: readonly string[];
+  /**
+   * Change Lists (when offered): a resource changed or deleted after the Resource List's `at` (its bytes differ
+   * from the list's length/hash, or HTTP 404/410) is then deferred to them instead of failing the baseline.
+   */
+  readonly changeLists?: readonly string[];
 }
 
 /** Result of {@link runBaseline}. */
@@ -33,7 +40,9 @@ export interface BaselineResult {
 
 /**
  * Copies every resource of the Source. Resources already present with the same content are skipped, so a
- * run interrupted or partly failed resumes where it stopped. The Source's `at` (the earliest of the documents
+ * run interrupted or partly failed resumes where it stopped. A resource changed or deleted after the list's `at`
+ * (bytes other than listed, or 404/410) is left to the Change Lists since `at` when the Source offers them, and
+ * confirmed by the baseline's own follow-up incremental run (see confirmDeferred); without them it fails. The Source's `at` (the earliest of the documents
  * read) becomes the watermark only when every resource was copied (`complete`); refused resources (outside
  * the Source's authority) do not prevent completion but are reported.
  *
@@ -54,6 +63,8 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
 
   // Which list entries still need fetching: everything (no dump), none (dumps complete), or a set of URIs.
   const missing = new Set<string>();
+  // Resources changed or deleted after the list's `at`, left to the Change Lists since `at` (see confirmDeferred).
+  const deferred = new Map<string, string | undefined>();
   const useDumps = sources.resourceDumps.length > 0 && !ctx.options.noDumps && !ctx.options.dryRun;
   let fallback: 'all' | Set<string> = useDumps ? missing : 'all';
   // A dump older than the Resource List (or than the copy) holds content the Source has since replaced: it is
@@ -110,6 +121,7 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
       ctx.beginPhase();
       for (const url of sources.resourceLists) {
         const tree = await openListTree(ctx, url);
+        const changes = (sources.changeLists?.length ?? 0) > 0;
         const only = fallback === 'all' ? undefined : fallback;
         await forEachConcurrent(
           tree.entries,
@@ -119,7 +131,7 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
               if (!only.has(entry.loc)) return;
               only.delete(entry.loc);
             }
-            await applyListEntry(ctx, entry, tree.at());
+            await applyListEntry(ctx, entry, tree.at(), changes ? deferred : undefined);
           },
           ctx.options.signal,
         );
@@ -131,13 +143,19 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
   await ctx.recorder.flush();
   ctx.progress();
 
-  const complete = ctx.counts.failed === 0;
+  let complete = ctx.counts.failed === 0;
+  let confirmedTo: string | undefined; // the follow-up incremental's watermark
+  if (complete && deferred.size > 0 && at !== undefined && !ctx.options.dryRun) {
+    const r = await confirmDeferred(ctx, sources.changeLists ?? [], latest(before, at) as string, deferred);
+    complete = r.ok;
+    if (r.ok) confirmedTo = r.watermark;
+  }
   // Never back: a snapshot older than the copy's watermark leaves it where it is (the copy holds the changes
   // up to it, and nothing older was installed over them: see isNewerLocally).
   const watermark = latest(before, at ?? started) as string;
   if (at === undefined)
     ctx.warn('RS_INVALID_VALUE', `the Source gives no "at" time; using the local start time ${started}`);
-  if (complete && !ctx.options.dryRun) {
+  if (complete && !ctx.options.dryRun && deferred.size === 0) {
     if (at !== undefined) await retireExtras(ctx, at);
     ctx.state.transaction(() => {
       ctx.state.setWatermark({ at: watermark, kind: 'baseline', sourceUrl: ctx.options.source });
@@ -145,7 +163,58 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
     });
     ctx.emit({ type: 'watermark', at: watermark });
   }
-  return { at: watermark, complete, via };
+  return { at: confirmedTo ?? watermark, complete, via };
+}
+
+/**
+ * The baseline's own follow-up incremental run from the list's `at`: every deferred resource (fetched bytes
+ * differing from the list's metadata, or gone, after `at`) must be confirmed by a change since `at` that the run
+ * applied (its record then carries a Source datetime at or after `at`, other than the one it had before). When
+ * one is not, the run is incomplete and the copy goes back to an unfinished baseline (the next run is a baseline
+ * again, which fetches it anew): a copy is never reported in sync when it is not, and no change is lost.
+ * Extras are retired first (the list is complete apart from the deferred resources), then the watermark is set
+ * to `at` for the incremental to start from. Memory: one entry per deferred resource.
+ */
+async function confirmDeferred(
+  ctx: SyncContext,
+  changeLists: readonly string[],
+  at: string,
+  deferred: Map<string, string | undefined>,
+): Promise<{ ok: boolean; watermark: string }> {
+  await retireExtras(ctx, at, deferred);
+  ctx.state.transaction(() => {
+    ctx.state.setWatermark({ at, kind: 'baseline', sourceUrl: ctx.options.source });
+    ctx.state.journalEnd();
+  });
+  let ok = false;
+  let watermark = at;
+  try {
+    const r = await runIncremental(ctx, { changeLists, changeDumps: [] }, at);
+    ok = r.complete;
+    watermark = r.watermark;
+  } catch (e) {
+    if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+    ctx.warn(codeOf(e), `the Change Lists since ${at} could not be applied: ${messageOf(e)}`);
+  }
+  const atMs = parseDatetime(at)?.ms as number;
+  for (const [uri, before] of deferred) {
+    const rec = ctx.state.get(uri); // not ctx.lookup: on a first baseline it answers undefined
+    const ms = rec?.sourceDatetime === undefined ? undefined : parseDatetime(rec.sourceDatetime)?.ms;
+    if (rec !== undefined && rec.sourceDatetime !== before && ms !== undefined && ms >= atMs) continue;
+    ok = false;
+    ctx.count(
+      uri,
+      'failed',
+      'list',
+      new ResourceSyncError(
+        'RS_GAP',
+        `changed or deleted after the Resource List's at (${at}), and no change since then in the Change List confirms it`,
+        { url: uri },
+      ),
+    );
+  }
+  if (!ok) ctx.state.journalBegin('baseline', { source: ctx.options.source, started: at });
+  return { ok, watermark };
 }
 
 /** True when `a` is strictly earlier than `b` (W3C Datetimes; false when either cannot be read). */
@@ -183,13 +252,13 @@ async function listSnapshot(ctx: SyncContext, lists: readonly string[]): Promise
  * deletions: removed with `--delete`, else recorded as deleted and kept. With `--delete`, files of deletions
  * recorded by earlier runs are removed too. Memory: one page of records.
  */
-async function retireExtras(ctx: SyncContext, at: string): Promise<void> {
+async function retireExtras(ctx: SyncContext, at: string, keep?: ReadonlyMap<string, unknown>): Promise<void> {
   const atMs = parseDatetime(at)?.ms;
   if (atMs === undefined) return;
   await removeKeptDeletions(ctx, 'list');
   for (const rec of ctx.state.all()) {
     // Left out by --include / --exclude: neither fetched nor seen in this run, and not deleted either.
-    if (!ctx.accepts(rec.uri) || rec.deleted === true) continue;
+    if (!ctx.accepts(rec.uri) || rec.deleted === true || keep?.has(rec.uri) === true) continue;
     const ms = rec.sourceDatetime === undefined ? undefined : parseDatetime(rec.sourceDatetime)?.ms;
     if (ms !== undefined && ms >= atMs) continue;
     try {
@@ -261,21 +330,55 @@ export function targetOf(ctx: SyncContext, uri: string, from: 'list' | 'dump' | 
  * (by hash, else length and lastmod) or newer, adopted when an unrecorded local file already has the expected
  * hash, otherwise fetched from its mirrors then its loc, verified and installed.
  */
-export async function applyListEntry(ctx: SyncContext, entry: Entry, at: string | undefined): Promise<void> {
+export async function applyListEntry(
+  ctx: SyncContext,
+  entry: Entry,
+  at: string | undefined,
+  deferred?: Map<string, string | undefined>,
+): Promise<void> {
   const uri = entry.loc;
   const target = targetOf(ctx, uri, 'list');
   if (target === undefined) return;
+  const rec = ctx.lookup(uri);
   const failed = await applyResource(ctx, {
     uri,
     target,
     entry,
-    rec: ctx.lookup(uri),
+    rec,
     change: 'snapshot',
     datetime: at,
     from: 'list',
     installer: fetchInstaller(ctx, entry),
   });
-  if (failed !== undefined) ctx.count(uri, 'failed', 'list', failed.error);
+  if (failed === undefined) return;
+  if (!isChangedSince(failed.error) || at === undefined) {
+    ctx.count(uri, 'failed', 'list', failed.error);
+  } else if (deferred === undefined) {
+    const f = describeError(uri, failed.error);
+    const why = `${f.message}: changed or deleted after the Resource List's at (${at})? The Source offers no Change List to confirm it; run again`;
+    ctx.count(
+      uri,
+      'failed',
+      'list',
+      new ResourceSyncError(f.code as ErrorCode, why, { url: uri, cause: failed.error }),
+    );
+  } else {
+    // Left to the Change Lists since `at` (confirmDeferred). Gone: recorded as a deletion dated before any
+    // change (the file is kept), so that the deletion the Change List reports is applied and tells it.
+    deferred.set(uri, rec?.sourceDatetime);
+    if (rec === undefined && httpStatusOf(failed.error) !== undefined) {
+      await ctx.recorder.delete(uri, '1970-01-01T00:00:00Z', false);
+      deferred.set(uri, '1970-01-01T00:00:00Z');
+    }
+    ctx.warn('RS_GAP', `changed after the Resource List's at (${at}): left to the Change List since then`, uri);
+  }
+}
+
+/** A fetch failure that a change after the snapshot explains: other bytes than listed, or gone (404, 410). */
+function isChangedSince(e: unknown): boolean {
+  if (isResourceSyncError(e, 'RS_LENGTH_MISMATCH') || isResourceSyncError(e, 'RS_HASH_MISMATCH')) return true;
+  const status = httpStatusOf(e);
+  return status === 404 || status === 410;
 }
 
 /**
