@@ -609,6 +609,9 @@ export async function followCopy(dest: FollowTarget, client: HttpClient, options
         else emit({ event: 'connected', transport, channel: e.channel }, `connected (${transport} notifications)`);
         if (transport === 'framework') frameworkUp = true;
         else changeConnected = true;
+        // The interval follows the channels now, not at the end of the next run: a short poll armed while a
+        // channel was still connecting would otherwise fire once more after every channel is up.
+        armSafetyNet();
         trigger(`${e.reconnect ? 'reconnected' : 'connected'}: ${transport}`);
       }
     }
