@@ -42,6 +42,16 @@ export async function main(argv: readonly string[] = process.argv): Promise<numb
     .description('ResourceSync (ANSI/NISO Z39.99-2017): publish, harvest, validate and inspect.')
     .version(VERSION, '-V, --version')
     .showHelpAfterError()
+    .addHelpText(
+      'after',
+      `
+Exit codes (each command's --help says which it uses):
+  0  success            1  the work found errors (invalid document, failed resources, audit differences)
+  2  usage, or an input / Source that cannot be read at all
+  3  sync --detailed-exit-code only: changes were applied
+  130  interrupted
+Output may be piped: "resourcesync ... | head" ends quietly.`,
+    )
     .exitOverride();
   try {
     for (const register of await loadCommands(argv)) register(program);

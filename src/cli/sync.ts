@@ -10,17 +10,18 @@ import { parseDatetime } from '../core/datetime.js';
 import { type ErrorCode, ResourceSyncError } from '../core/errors.js';
 import type { Durability } from '../destination/context.js';
 import { Destination, type DestinationOptions } from '../destination/destination.js';
-import { type SyncEvent, type SyncSummary, hasChanges } from '../destination/events.js';
+import { type SyncSummary, hasChanges } from '../destination/events.js';
 import type { HttpClientOptions } from '../http/client.js';
 import { createUriFilter } from '../destination/filter.js';
 import { EXIT } from './exit.js';
 import { type CommandOutput, processOutput } from './output.js';
+import { ProgressLine, formatBytes } from './progress.js';
 
 /** Options of {@link runSync}, as parsed from the command line. */
 export interface SyncCommandOptions {
   readonly mode: 'auto' | 'baseline' | 'incremental' | 'audit';
   readonly json?: boolean;
-  /** Show a progress bar on stderr (the CLI sets it when stderr is a TTY and not --json). */
+  /** Show a progress line on stderr (see progress.ts; the CLI sets it when stderr is a TTY and not --json, or --progress). */
   readonly progress?: boolean;
   /** Exit with {@link EXIT.CHANGED} (3) instead of 0 when changes were applied (`--detailed-exit-code`). */
   readonly detailedExitCode?: boolean;
@@ -59,7 +60,10 @@ export async function runSync(
   const onSignal = (): void => abort.abort(new ResourceSyncError('RS_ABORTED', 'interrupted'));
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  const bar = options.progress === true ? new ProgressBar(out) : undefined;
+  const bar =
+    options.progress === true
+      ? new ProgressLine(out, out === processOutput ? { columns: process.stderr.columns ?? 0 } : {})
+      : undefined;
   try {
     const d = new Destination({ ...options.destination, url, dir, signal: abort.signal });
     if (bar !== undefined) d.on((e) => bar.update(e));
@@ -126,54 +130,6 @@ export function formatSummary(s: SyncSummary): string {
   for (const f of s.failures) lines.push(`  failed: ${f.uri}: ${f.message} [${f.code}]`);
   for (const w of s.warnings) lines.push(`  warning: ${w}`);
   return `${lines.join('\n')}\n`;
-}
-
-function formatBytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 ** 2) return `${(n / 1024).toFixed(1)} KiB`;
-  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
-  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
-}
-
-/** A one-line progress display on stderr, redrawn at most every 200 ms. */
-class ProgressBar {
-  private last = 0;
-  private drawn = false;
-  private done = 0;
-  private total: number | undefined;
-  private bytes = 0;
-  private failed = 0;
-  private op = '';
-  constructor(private readonly out: CommandOutput) {}
-
-  update(e: SyncEvent): void {
-    if (e.type === 'start') this.op = e.operation;
-    else if (e.type === 'progress') {
-      this.done = e.done;
-      this.total = e.total;
-      this.bytes = e.bytes;
-    } else if (e.type === 'resource' && (e.action === 'failed' || e.action === 'refused')) this.failed++;
-    else return;
-    const now = Date.now();
-    if (now - this.last < 200) return;
-    this.last = now;
-    let bar = '';
-    if (this.total !== undefined && this.total > 0) {
-      const frac = Math.min(1, this.done / this.total);
-      const width = 24;
-      const full = Math.round(frac * width);
-      bar = `[${'#'.repeat(full)}${'.'.repeat(width - full)}] ${this.done}/${this.total}`;
-    } else bar = `${this.done} resources`;
-    this.out.stderr(
-      `\r${this.op} ${bar}, ${formatBytes(this.bytes)}${this.failed > 0 ? `, ${this.failed} failed` : ''}\x1b[K`,
-    );
-    this.drawn = true;
-  }
-
-  clear(): void {
-    if (this.drawn) this.out.stderr('\r\x1b[K');
-    this.drawn = false;
-  }
 }
 
 function collect(value: string, previous: string[]): string[] {
@@ -259,6 +215,11 @@ export function register(program: Command): void {
     )
     .option('--from <datetime>', 'start the incremental run at this W3C Datetime instead of the watermark', datetime)
     .option('--json', 'print the summary as JSON')
+    .option(
+      '--progress',
+      'show progress on stderr (count, rate, bytes, ETA, downloads) even when stderr is not a terminal or with --json',
+    )
+    .option('--no-progress', 'no progress line, even on a terminal')
     .option(
       '--detailed-exit-code',
       'exit 3 (instead of 0) when changes were applied, or would be with --dry-run; 0 then means nothing to do',
@@ -448,7 +409,7 @@ export function register(program: Command): void {
       process.exitCode = await runSync(url, dir, {
         mode: modes[0] ?? 'auto',
         json,
-        progress: !json && process.stderr.isTTY === true,
+        progress: typeof o['progress'] === 'boolean' ? o['progress'] : !json && process.stderr.isTTY === true,
         detailedExitCode: o['detailedExitCode'] === true,
         destination,
       });

@@ -51,6 +51,7 @@ export async function runAudit(ctx: SyncContext, sources: AuditSources): Promise
   };
   const note = (kind: 'missing' | 'extra' | 'changed' | 'same', uri: string): void => {
     audit[kind]++;
+    ctx.advance();
     if (kind !== 'same' && audit.samples[kind].length < SAMPLES) audit.samples[kind].push(uri);
   };
   if (sources.resourceLists.length === 0)
@@ -82,6 +83,7 @@ export async function runAudit(ctx: SyncContext, sources: AuditSources): Promise
       `${kept} of the extra files ${kept === 1 ? 'is a deletion' : 'are deletions'} recorded by runs without --delete ` +
         `(files kept): \`resourcesync sync --delete ${ctx.options.source} ${ctx.options.dir}\` removes them`,
     );
+  ctx.progress();
   return audit;
 }
 

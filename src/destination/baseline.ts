@@ -403,7 +403,8 @@ async function applyResourcePackage(
       length?: number;
       hashes?: typeof declared.hashes;
       signal?: AbortSignal;
-    } = { tmpDir: ctx.options.tmpDir };
+      onBytes: (bytes: number, total: number | undefined) => void;
+    } = { tmpDir: ctx.options.tmpDir, onBytes: (b, t) => ctx.downloadProgress(url, b, t) };
     if (ctx.options.maxPackageBytes !== undefined) opts.maxBytes = ctx.options.maxPackageBytes;
     if (declared.length !== undefined) opts.length = declared.length;
     if (declared.hashes !== undefined) opts.hashes = declared.hashes;

@@ -465,6 +465,26 @@ export class SyncContext {
     return this.options.filter?.accepts(uri) !== false;
   }
 
+  /** Counts one resource looked at without an action of its own (an audit's comparison), for progress. */
+  advance(): void {
+    this.done++;
+    const now = Date.now();
+    if (now - this.lastProgress >= PROGRESS_INTERVAL_MS) {
+      this.lastProgress = now;
+      this.progress();
+    }
+  }
+
+  private lastDownload = 0;
+
+  /** Progress of a package download (throttled like progress events); pass as `onBytes` of fetchPackage. */
+  downloadProgress(url: string, bytes: number, total: number | undefined): void {
+    const now = Date.now();
+    if (now - this.lastDownload < PROGRESS_INTERVAL_MS && bytes !== total) return;
+    this.lastDownload = now;
+    this.emit(total === undefined ? { type: 'download', url, bytes } : { type: 'download', url, bytes, total });
+  }
+
   /** Emits a progress event now. */
   progress(): void {
     const e: { type: 'progress'; done: number; bytes: number; total?: number } = {

@@ -53,6 +53,8 @@ export interface DownloadPackageOptions {
   /** Hashes the dump document declares for the package. */
   readonly hashes?: Hashes;
   readonly signal?: AbortSignal;
+  /** Called with each chunk: bytes received so far, and the total when declared or announced (progress display). */
+  readonly onBytes?: (received: number, total: number | undefined) => void;
 }
 
 /** Options of {@link fetchPackage}. */
@@ -148,6 +150,7 @@ async function receivePackage(
       );
     if (signal?.aborted === true) throw new ResourceSyncError('RS_ABORTED', 'aborted', { url, cause: signal.reason });
     hasher?.update(r.value);
+    options.onBytes?.(bytes, announced);
     return r.value;
   };
   const verify = (): void => {

@@ -31,6 +31,8 @@ export type SyncEvent =
   | { readonly type: 'resume'; readonly op: string; readonly started: string }
   | { readonly type: 'document'; readonly url: string; readonly kind: string }
   | { readonly type: 'package'; readonly url: string; readonly files: number }
+  /** A dump package being downloaded (throttled): bytes so far, and the total when known. */
+  | { readonly type: 'download'; readonly url: string; readonly bytes: number; readonly total?: number }
   | {
       readonly type: 'resource';
       readonly uri: string;

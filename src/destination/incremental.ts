@@ -258,7 +258,12 @@ async function applyChangePackage(
 ): Promise<{ complete: boolean; watermark: string } | undefined> {
   let pkg: DumpPackage;
   try {
-    const opts: { tmpDir: string; maxBytes?: number; signal?: AbortSignal } = { tmpDir: ctx.options.tmpDir };
+    const opts: {
+      tmpDir: string;
+      maxBytes?: number;
+      signal?: AbortSignal;
+      onBytes: (bytes: number, total: number | undefined) => void;
+    } = { tmpDir: ctx.options.tmpDir, onBytes: (b, t) => ctx.downloadProgress(ref.url, b, t) };
     if (ctx.options.maxPackageBytes !== undefined) opts.maxBytes = ctx.options.maxPackageBytes;
     if (ctx.options.signal !== undefined) opts.signal = ctx.options.signal;
     pkg = await DumpPackage.open(await fetchPackage(ctx.client, ref.url, opts), { url: ref.url });
