@@ -577,7 +577,8 @@ function renderPlot(r) {
   const pad = { l: 40, r: 10, t: 10, b: 24 };
   const max = Math.max(...buckets.map((b) => b.created + b.updated + b.deleted + b.other), 1);
   const t0 = Date.parse(buckets[0].start);
-  const t1 = Date.parse(buckets[buckets.length - 1].start) + r.bucketMs;
+  // At least 12 buckets wide, so that a few changes do not make one bar across the whole plot.
+  const t1 = Math.max(Date.parse(buckets[buckets.length - 1].start) + r.bucketMs, t0 + 12 * r.bucketMs);
   const x = (t) => pad.l + ((t - t0) / (t1 - t0)) * (W - pad.l - pad.r);
   const y = (n) => H - pad.b - (n / max) * (H - pad.t - pad.b);
   const chart = svg('svg', {
