@@ -398,33 +398,58 @@ export async function apiSearch(ctx: ExplorerContext, q: URLSearchParams): Promi
   };
 }
 
+/** Bucket widths of a change histogram, finest first. */
+const UNITS: readonly { readonly name: string; readonly ms: number }[] = [
+  { name: 'minute', ms: 60_000 },
+  { name: '10 minutes', ms: 600_000 },
+  { name: 'hour', ms: 3_600_000 },
+  { name: 'day', ms: 86_400_000 },
+];
+/** Buckets an `auto` histogram aims at, at most, between its first and last change. */
+const AUTO_BUCKETS = 240;
+
+/** Counts by change type, keyed by bucket start. */
+type Histogram = Map<number, Record<string, number>>;
+
+function regroup(counts: Histogram, width: number): Histogram {
+  const out: Histogram = new Map();
+  for (const [t, c] of counts) {
+    const k = Math.floor(t / width) * width;
+    const into = out.get(k) ?? {};
+    for (const [name, n] of Object.entries(c)) into[name] = (into[name] ?? 0) + n;
+    out.set(k, into);
+  }
+  return out;
+}
+
 /**
- * `api/changes?url=&bucket=hour|day|auto`: the changes of a Change List (or of every list of a Change List
- * Index) counted per hour or day (UTC) and change type. `auto` takes hours for spans up to 3 days.
+ * `api/changes?url=&bucket=minute|hour|day|auto`: the changes of a Change List (or of every list of a Change
+ * List Index) counted per bucket (UTC) and change type. `auto` (the default) takes the finest of minute, 10
+ * minutes, hour and day that gives at most 240 buckets between the first and the last change. Memory: at most
+ * {@link MAX_BUCKETS} buckets while counting (past that, the next width up; past days, widths double).
  */
 export async function apiChanges(ctx: ExplorerContext, q: URLSearchParams): Promise<unknown> {
   const url = urlParam(ctx, q);
   const bucketParam = param(q, 'bucket') ?? 'auto';
-  if (bucketParam !== 'hour' && bucketParam !== 'day' && bucketParam !== 'auto')
-    throw new ResourceSyncError('RS_CONFIG', `bucket must be hour, day or auto, not ${JSON.stringify(bucketParam)}`);
-  const HOUR = 3_600_000;
-  // Counted per hour; past MAX_BUCKETS * 24 hours, per day from then on (each stays exact).
-  let unit = bucketParam === 'day' ? 24 * HOUR : HOUR;
-  let counts = new Map<number, Record<string, number>>();
+  const fixed = UNITS.findIndex((u) => u.name === bucketParam);
+  if (fixed < 0 && bucketParam !== 'auto')
+    throw new ResourceSyncError(
+      'RS_CONFIG',
+      `bucket must be minute, hour, day or auto, not ${JSON.stringify(bucketParam)}`,
+    );
+  let unit = Math.max(fixed, 0);
+  let width = (UNITS[unit] as { ms: number }).ms;
+  let counts: Histogram = new Map();
   let undated = 0;
   let total = 0;
   let min = Number.POSITIVE_INFINITY;
   let max = Number.NEGATIVE_INFINITY;
   const coarsen = (): void => {
-    const next = new Map<number, Record<string, number>>();
-    for (const [t, c] of counts) {
-      const d = Math.floor(t / (24 * HOUR)) * 24 * HOUR;
-      const into = next.get(d) ?? {};
-      for (const [k, n] of Object.entries(c)) into[k] = (into[k] ?? 0) + n;
-      next.set(d, into);
-    }
-    counts = next;
-    unit = 24 * HOUR;
+    if (unit < UNITS.length - 1) {
+      unit++;
+      width = (UNITS[unit] as { ms: number }).ms;
+    } else width *= 2;
+    counts = regroup(counts, width);
   };
   await walkEntries(ctx, url, { part: 0, entry: 0 }, (e) => {
     total++;
@@ -435,42 +460,28 @@ export async function apiChanges(ctx: ExplorerContext, q: URLSearchParams): Prom
     }
     min = Math.min(min, dt.ms);
     max = Math.max(max, dt.ms);
-    const t = Math.floor(dt.ms / unit) * unit;
-    let c = counts.get(t);
+    let c = counts.get(Math.floor(dt.ms / width) * width);
     if (c === undefined) {
-      if (counts.size >= MAX_BUCKETS * 24 && unit === HOUR) {
-        coarsen();
-        c = counts.get(Math.floor(dt.ms / unit) * unit);
-      }
+      while (counts.size >= MAX_BUCKETS) coarsen();
+      const k = Math.floor(dt.ms / width) * width;
+      c = counts.get(k);
       if (c === undefined) {
         c = {};
-        counts.set(Math.floor(dt.ms / unit) * unit, c);
+        counts.set(k, c);
       }
     }
-    const kind = e.md?.change ?? '(none)';
+    const kind = e.md?.change;
     const key = kind === 'created' || kind === 'updated' || kind === 'deleted' ? kind : 'other';
     c[key] = (c[key] ?? 0) + 1;
     return true;
   });
-  if (unit === HOUR && (bucketParam === 'day' || (bucketParam === 'auto' && max - min > 3 * 24 * HOUR))) coarsen();
-  // Past MAX_BUCKETS days the buckets are merged further (weeks, months of 30 days ...).
-  let width = unit;
-  let rows = [...counts.entries()].sort((a, b) => a[0] - b[0]);
-  while (rows.length > MAX_BUCKETS) {
-    width *= 2;
-    const merged = new Map<number, Record<string, number>>();
-    for (const [t, c] of rows) {
-      const k = Math.floor(t / width) * width;
-      const into = merged.get(k) ?? {};
-      for (const [name, n] of Object.entries(c)) into[name] = (into[name] ?? 0) + n;
-      merged.set(k, into);
-    }
-    rows = [...merged.entries()].sort((a, b) => a[0] - b[0]);
-  }
+  if (bucketParam === 'auto') while (counts.size > 0 && (max - min) / width > AUTO_BUCKETS) coarsen();
+  const rows = [...counts.entries()].sort((a, b) => a[0] - b[0]);
+  const named = UNITS.find((u) => u.ms === width);
   return {
     url,
     bucketMs: width,
-    bucket: width === HOUR ? 'hour' : width === 24 * HOUR ? 'day' : `${width / HOUR} hours`,
+    bucket: named?.name ?? `${width / 3_600_000} hours`,
     total,
     undated,
     buckets: rows.map(([t, c]) => ({

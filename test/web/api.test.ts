@@ -62,6 +62,12 @@ before(async () => {
       [`<url><loc>{base}r/1</loc><rs:md change="modified" datetime="2024-01-01T10:05:00Z"/></url>`],
     ),
   };
+  const daily: string[] = [];
+  for (let d = 0; d < 2500; d++)
+    daily.push(
+      `<url><loc>{base}r/1</loc><rs:md change="updated" datetime="${new Date(Date.UTC(2010, 0, 1) + d * 86_400_000).toISOString()}"/></url>`,
+    );
+  docs['/long.xml'] = urlset('capability="changelist" from="2010-01-01T00:00:00Z"', '', daily);
   for (const [path, body] of Object.entries(docs)) site.files.set(path, { body: fill(body) });
   site.files.set('/r/1', { body: ONE, type: 'text/plain' });
   site.files.set('/r/2', { body: 'two', type: 'text/plain' });
@@ -180,17 +186,34 @@ describe('explorer API', () => {
     assert.equal(far.body.scanned, 300);
   });
 
-  it('counts changes per hour and change type', async () => {
+  it('counts changes per minute, hour or day and change type', async () => {
     const { body } = await explorer.api('changes', { url: `${site.url}cl.xml`, bucket: 'hour' });
     assert.equal(body.total, 4);
     assert.deepEqual(body.buckets, [
       { start: '2024-01-01T10:00:00.000Z', created: 2, updated: 1, deleted: 0, other: 0 },
       { start: '2024-01-01T12:00:00.000Z', created: 0, updated: 0, deleted: 1, other: 0 },
     ]);
+    const auto = await explorer.api('changes', { url: `${site.url}cl.xml` });
+    assert.equal(auto.body.bucket, 'minute');
+    assert.deepEqual(
+      auto.body.buckets.map((b: { start: string }) => b.start),
+      ['2024-01-01T10:05:00.000Z', '2024-01-01T10:30:00.000Z', '2024-01-01T10:59:00.000Z', '2024-01-01T12:00:00.000Z'],
+    );
     const days = await explorer.api('changes', { url: `${site.url}cl.xml`, bucket: 'day' });
     assert.deepEqual(days.body.buckets, [
       { start: '2024-01-01T00:00:00.000Z', created: 2, updated: 1, deleted: 1, other: 0 },
     ]);
+  });
+
+  it('keeps a histogram bounded: 2,500 days of changes become at most 2,000 buckets, every change counted', async () => {
+    const { body } = await explorer.api('changes', { url: `${site.url}long.xml`, bucket: 'day' });
+    assert.ok(body.buckets.length <= 2000, String(body.buckets.length));
+    assert.equal(body.bucketMs, 2 * 86_400_000);
+    const sum = (b: { buckets: { updated: number }[] }): number => b.buckets.reduce((n, x) => n + x.updated, 0);
+    assert.equal(sum(body), 2500);
+    const auto = await explorer.api('changes', { url: `${site.url}long.xml` });
+    assert.ok(auto.body.buckets.length <= 241, String(auto.body.buckets.length));
+    assert.equal(sum(auto.body), 2500);
   });
 
   it('checks fixity on demand: length and hash compared with what the list says', async () => {

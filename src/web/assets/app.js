@@ -184,10 +184,11 @@ function recordIssues(url, summary) {
 /** Tree nodes by URL (a document listed twice is shown twice, but read once). */
 let current = { url: undefined, offset: 0, context: undefined, header: undefined };
 
-function metaText(header) {
+function metaText(header, label = '') {
   if (header === undefined) return '';
   const md = header.md ?? {};
-  const parts = [kindName(header.kind)];
+  const kind = kindName(header.kind);
+  const parts = label.startsWith(kind) ? [] : [kind];
   for (const k of ['at', 'completed', 'from', 'until']) if (md[k] !== undefined) parts.push(`${k} ${md[k]}`);
   return parts.join(' · ');
 }
@@ -206,7 +207,7 @@ function summaryBadge(s) {
  * documents). Its children are read when it is expanded.
  */
 function treeNode(url, label, context, depth) {
-  const children = el('ul', { role: 'group', hidden: true });
+  const children = el('ul', { hidden: true });
   const meta = el('span', { class: 'meta' });
   const badges = el('span');
   const twisty = el('button', {
@@ -254,7 +255,7 @@ function treeNode(url, label, context, depth) {
   });
   async function loadChildren() {
     const page = await api('document', { url, limit: String(MAX_CHILDREN), context });
-    meta.textContent = metaText(page.header);
+    meta.textContent = metaText(page.header, label);
     let count = 0;
     for (const e of page.entries) {
       for (const c of e.children ?? []) {
@@ -277,7 +278,7 @@ function treeNode(url, label, context, depth) {
   }
   summaryOf(url, context)
     .then((s) => {
-      if (s.header !== undefined) meta.textContent = metaText(s.header);
+      if (s.header !== undefined) meta.textContent = metaText(s.header, label);
       badges.replaceChildren(...summaryBadge(s));
     })
     .catch((e) => badges.replaceChildren(el('span', { class: 'badge error', text: e.message })));
@@ -577,7 +578,8 @@ function renderPlot(r) {
   const pad = { l: 40, r: 10, t: 10, b: 24 };
   const max = Math.max(...buckets.map((b) => b.created + b.updated + b.deleted + b.other), 1);
   const t0 = Date.parse(buckets[0].start);
-  const t1 = Date.parse(buckets[buckets.length - 1].start) + r.bucketMs;
+  // At least 12 buckets wide, so that a few changes do not make one bar across the whole plot.
+  const t1 = Math.max(Date.parse(buckets[buckets.length - 1].start) + r.bucketMs, t0 + 12 * r.bucketMs);
   const x = (t) => pad.l + ((t - t0) / (t1 - t0)) * (W - pad.l - pad.r);
   const y = (n) => H - pad.b - (n / max) * (H - pad.t - pad.b);
   const chart = svg('svg', {
