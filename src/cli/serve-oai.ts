@@ -8,6 +8,7 @@
 import { rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { ResourceSyncError } from '../core/errors.js';
+import { lockFile } from '../io/lock.js';
 import { attachSourceNotifications, type SourceNotifications } from '../hub/attach.js';
 import { openGzipCache } from '../source/http/gzip-cache.js';
 import { type OaiBridge, openOaiBridge } from '../source/oai/bridge.js';
@@ -63,6 +64,16 @@ function summary(r: HarvestReport): string {
 export async function runOaiSource(o: OaiSourceOptions): Promise<void> {
   const stateDir = resolve(o.stateDir ?? DEFAULT_OAI_STATE_DIR);
   await checkStateDir(stateDir, o.stateDir !== undefined);
+  // One bridge per state: a second one would harvest and record every change again.
+  const lock = lockFile(join(stateDir, 'lock'), { what: `the state directory ${stateDir}` });
+  try {
+    await runLocked(o, stateDir);
+  } finally {
+    lock.release();
+  }
+}
+
+async function runLocked(o: OaiSourceOptions, stateDir: string): Promise<void> {
   const baseUrlGiven = o.baseUrl === undefined ? undefined : checkBaseUrl(o.baseUrl);
   const print = (obj: Record<string, unknown>, text: string): void => {
     process.stdout.write(o.json ? `${JSON.stringify(obj)}\n` : `${text}\n`);

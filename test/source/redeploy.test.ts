@@ -10,6 +10,7 @@ import { isResourceSyncError } from '../../src/core/errors.js';
 import { openDirectorySource } from '../../src/source/index.js';
 import { killChildren, runCli, waitForEvent } from '../cli/cli-child.js';
 import { crawl, tempDir } from './helpers.js';
+import { startOaiServer } from './oai-server.js';
 
 after(killChildren);
 
@@ -226,6 +227,36 @@ describe('redeploying a directory Source', () => {
         await site.close();
       }
     } finally {
+      await cleanup();
+    }
+  });
+
+  it('a second serve --oai-pmh on the same state directory is refused (exit 2) naming the first one', async () => {
+    const { dir, cleanup } = await tempDir();
+    const provider = await startOaiServer({ pageSize: 5 });
+    try {
+      provider.now = Date.parse('2024-03-01T10:00:00Z');
+      for (let i = 1; i <= 3; i++) provider.put(`oai:t:${i}`, `Title ${i}`, []);
+      const state = join(dir, 'state');
+      const args = ['serve', '--oai-pmh', provider.url, '--port', '0', '--json', '--no-notify', '--state', state];
+      const first = runCli(args);
+      await waitForEvent(first, 'listening');
+      const second = runCli(args);
+      const outcome = await Promise.race([
+        second.exit,
+        waitForEvent(second, 'listening').then(
+          () => 'listening',
+          () => 'exited',
+        ),
+      ]);
+      if (outcome === 'listening') second.child.kill('SIGTERM');
+      assert.equal(await second.exit, 2, second.stderr());
+      assert.ok(second.stderr().includes(`pid ${first.child.pid}`), second.stderr());
+      first.child.kill('SIGTERM');
+      assert.equal(await first.exit, 0, first.stderr());
+      assert.ok(!existsSync(join(state, 'lock')), 'released at stop');
+    } finally {
+      await provider.close();
       await cleanup();
     }
   });
