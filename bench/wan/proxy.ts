@@ -148,7 +148,7 @@ export async function startProxy(options: ProxyOptions = {}): Promise<WanProxy> 
   const stats: ProxyStats = { connections: 0, open: 0, maxOpen: 0, cut: 0, bytesUp: 0, bytesDown: 0 };
   const sockets = new Set<Socket>();
   const net = (): { delay: number; bandwidth: number } => ({ delay: rtt / 2, bandwidth });
-  const server: Server = createServer({ noDelay: true }, (client) => {
+  const server: Server = createServer({ noDelay: true, allowHalfOpen: true }, (client) => {
     if (targetPort === undefined) {
       client.destroy();
       return;
@@ -156,7 +156,7 @@ export async function startProxy(options: ProxyOptions = {}): Promise<WanProxy> 
     stats.connections++;
     stats.open++;
     stats.maxOpen = Math.max(stats.maxOpen, stats.open);
-    const upstream = connect({ host: '127.0.0.1', port: targetPort, noDelay: true });
+    const upstream = connect({ host: '127.0.0.1', port: targetPort, noDelay: true, allowHalfOpen: true });
     sockets.add(client);
     sockets.add(upstream);
     const toServer = new Pipe(client, upstream, up, net);
@@ -165,42 +165,63 @@ export async function startProxy(options: ProxyOptions = {}): Promise<WanProxy> 
     toServer.notBefore = performance.now() + rtt;
     const cutAfter = Math.random() < loss ? Math.floor(Math.random() * 65_536) : -1;
     let downBytes = 0;
-    let closed = false;
-    const close = (): void => {
-      if (closed) return;
-      closed = true;
+    let closed = 0;
+    let cut = false;
+    // A side that ends or closes has its end carried to the other side after the delay, behind its data (never
+    // a destroy, which would drop bytes still queued in the socket); the connection is done when both closed.
+    const onClosed = (): void => {
+      if (++closed < 2) return;
       stats.open--;
       toServer.stop();
       toClient.stop();
-      client.destroy();
-      upstream.destroy();
       sockets.delete(client);
       sockets.delete(upstream);
+    };
+    const fail = (): void => {
+      client.destroy();
+      upstream.destroy();
     };
     client.on('data', (chunk: Buffer) => {
       stats.bytesUp += chunk.length;
       toServer.push(chunk);
     });
     upstream.on('data', (chunk: Buffer) => {
+      if (cut) return;
       stats.bytesDown += chunk.length;
       downBytes += chunk.length;
       if (cutAfter >= 0 && downBytes > cutAfter) {
+        cut = true;
         stats.cut++;
         client.resetAndDestroy();
-        close();
+        upstream.destroy();
         return;
       }
       toClient.push(chunk);
     });
-    client.on('end', () => toServer.push(END));
-    upstream.on('end', () => toClient.push(END));
-    client.on('error', close);
-    upstream.on('error', close);
+    let upEnded = false;
+    let downEnded = false;
+    const endUp = (): void => {
+      if (upEnded) return;
+      upEnded = true;
+      toServer.push(END);
+    };
+    const endDown = (): void => {
+      if (downEnded) return;
+      downEnded = true;
+      toClient.push(END);
+    };
+    client.on('end', endUp);
+    upstream.on('end', endDown);
+    client.on('error', fail);
+    upstream.on('error', fail);
     client.on('close', () => {
-      // A closed client side: the server side goes once what the client sent has arrived.
-      setTimeout(close, rtt / 2 + 1).unref();
+      endUp();
+      onClosed();
     });
-    upstream.on('close', () => setTimeout(close, rtt / 2 + 1).unref());
+    upstream.on('close', () => {
+      endDown();
+      onClosed();
+    });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
