@@ -254,6 +254,11 @@ export function register(program: Command): void {
       [],
     )
     .option('--concurrency <n>', 'resources fetched at once (default 16)', positiveInt)
+    .option(
+      '--max-connections <n>',
+      'politeness cap: at most this many connections (requests at once) to one host, whatever else is set',
+      positiveInt,
+    )
     .option('--delay <ms>', 'politeness delay between requests to one host, in ms (default 0)', nonNegativeInt)
     .option(
       '--timeout <seconds>',
@@ -327,6 +332,7 @@ export function register(program: Command): void {
       if (typeof o['token'] === 'string') http.bearerToken = o['token'];
       if ((o['tokenHost'] as string[]).length > 0) http.credentialHosts = o['tokenHost'] as string[];
       if (typeof o['delay'] === 'number') http.politenessDelayMs = o['delay'];
+      if (typeof o['maxConnections'] === 'number') http.maxConnections = o['maxConnections'];
       if (typeof o['timeout'] === 'number') {
         http.connectTimeoutMs = o['timeout'];
         http.headersTimeoutMs = o['timeout'];

@@ -54,7 +54,12 @@ export interface HttpClientOptions {
   readonly maxRetryDelayMs?: number;
   /** Connections, hence requests in flight, per origin (default 8). */
   readonly connectionsPerHost?: number;
-  /** Least time between the starts of two requests to one origin (default 0). */
+  /**
+   * Politeness cap: most connections, hence requests in flight, to one origin, whatever else is set (it wins
+   * over `connectionsPerHost`). Default: no cap beyond `connectionsPerHost`.
+   */
+  readonly maxConnections?: number;
+  /** Politeness: least time between the starts of two requests to one origin (default 0). */
   readonly politenessDelayMs?: number;
   /** Size bound of documents read through {@link HttpClient.get} with `maxBytes: 'document'` (default 50 MiB x 4). */
   readonly maxDocumentBytes?: number;
@@ -205,7 +210,7 @@ export class HttpClient {
   constructor(options: HttpClientOptions = {}) {
     this.options = options;
     const agentOptions = {
-      connections: options.connectionsPerHost ?? 8,
+      connections: Math.max(1, Math.min(options.connectionsPerHost ?? 8, options.maxConnections ?? Infinity)),
       pipelining: 1,
       keepAliveTimeout: options.keepAliveTimeoutMs ?? 10_000,
       connect: { timeout: options.connectTimeoutMs ?? 10_000 },
