@@ -360,6 +360,14 @@ class Adapter implements RepositorySource {
     if (c.lastmod !== undefined) out.lastmod = c.lastmod;
     if (c.links !== undefined) out.links = c.links;
     if (c.length === undefined || c.hashes === undefined || Object.keys(c.hashes).length === 0) {
+      // Without fixity the bytes must tell it (and never a made-up length of 0): a repository with no way to
+      // give them makes the change unpublishable, which is the caller's to fix (RS_INVALID_VALUE, a 400 on push).
+      if (this.#repo.open === undefined && this.#repo.origin === undefined)
+        throw new ResourceSyncError(
+          'RS_INVALID_VALUE',
+          'no length and hashes given, and the repository has neither open() nor origin() to read the bytes from',
+          { url: c.uri },
+        );
       const stub: ResourceRecord = {
         uri: c.uri,
         setName: out.setName!,
@@ -373,8 +381,9 @@ class Adapter implements RepositorySource {
           const body = await self.#raw(stub);
           if (body === undefined)
             throw new ResourceSyncError(
-              'RS_IO',
-              `${c.uri}: the repository gave no bytes to learn its length and hashes`,
+              'RS_INVALID_VALUE',
+              'no length and hashes given, and the repository has no bytes to learn them from',
+              { url: c.uri },
             );
           yield* body;
         })(this);

@@ -12,6 +12,13 @@
  *   50,000), a JSON line (1 MiB). XML with a DTD or entities is refused by the reader.
  * - Bad input is 400 with a message naming the line (JSON lines) or the entry's line and element (XML), and
  *   nothing of the request is recorded: a request is all or nothing.
+ * - A relative `uri` of a JSON line must be a resource path under the base URL (no leading `/`, no empty, `.`,
+ *   `..` or hidden segments): 400 otherwise, naming the line.
+ * - Fixity is optional: a change without `length` / `hash` is published with what the bytes say (the directory
+ *   Source re-reads the file; a repository Source reads them through `open` / `origin`). When `apply` refuses a
+ *   change (`RS_INVALID_VALUE`, e.g. no fixity and no bytes to learn it from; a fixity mismatch) the answer is
+ *   400 naming the line that named the change (the error's `url`); when the repository behind it cannot be read
+ *   (`RS_HTTP`, `RS_TIMEOUT`, `RS_IO`) it is 502. Only a bug is a 500.
  * - Success: 200 with `{"recorded": n, ...}` as JSON (what the `apply` callback returns).
  *
  * A `<loc>` / `uri` under the Source's base URL becomes the relative key of the resource; another absolute
@@ -30,7 +37,7 @@ import type { Entry, Link } from '../core/model.js';
 import { openDocument } from '../xml/index.js';
 import type { RepositoryChange } from './adapter.js';
 import type { RouteHandler, RouteRequest, SourceResponse } from './http/handler.js';
-import { requestRelativePath } from './paths.js';
+import { isSafeRelativePath, requestRelativePath } from './paths.js';
 import type { ResourceLink } from './store.js';
 
 /** Where `serve` mounts the route. */
@@ -119,11 +126,13 @@ export function createIngestRoute(options: IngestOptions): RouteHandler {
       .toLowerCase();
     const body = bounded(req.body ?? (async function* () {})(), maxBody);
     let changes: RepositoryChange[];
+    /** Where each change's URI was first named (`line 3`), to name it in an error of `apply`. */
+    const where = new Map<string, string>();
     try {
       if (ct === 'application/xml' || ct === 'text/xml')
-        changes = await fromChangeList(body, options.baseUrl, maxChanges);
+        changes = await fromChangeList(body, options.baseUrl, maxChanges, where);
       else if (ct === 'application/x-ndjson' || ct === 'application/jsonl' || ct === 'application/json-lines')
-        changes = await fromJsonLines(body, options.baseUrl, maxChanges);
+        changes = await fromJsonLines(body, options.baseUrl, maxChanges, where);
       else
         return json(415, {
           error: `Content-Type must be application/xml (a Change List) or application/x-ndjson (JSON lines), not ${ct || 'none'}`,
@@ -138,15 +147,36 @@ export function createIngestRoute(options: IngestOptions): RouteHandler {
     try {
       return json(200, await options.apply(changes));
     } catch (e) {
-      if (
-        isResourceSyncError(e, 'RS_INVALID_VALUE') ||
-        isResourceSyncError(e, 'RS_HASH_MISMATCH') ||
-        isResourceSyncError(e, 'RS_LENGTH_MISMATCH')
-      )
-        return json(400, { error: (e as Error).message });
+      if (!(e instanceof ResourceSyncError)) throw e;
+      const at = e.url === undefined ? undefined : where.get(e.url);
+      const error = at === undefined ? e.message : `${at}: ${e.message}`;
+      // The request cannot be honoured as sent (a value, or a change without fixity whose bytes are nowhere).
+      if (e.code === 'RS_INVALID_VALUE' || e.code === 'RS_HASH_MISMATCH' || e.code === 'RS_LENGTH_MISMATCH')
+        return json(400, { error });
+      // The repository behind the Source could not be read (its origin failed or timed out): not the client's
+      // fault, nor a bug of ours.
+      if (e.code === 'RS_HTTP' || e.code === 'RS_TIMEOUT' || e.code === 'RS_IO') return json(502, { error });
       throw e;
     }
   };
+}
+
+/** Notes where a change's URI was named first (for errors of `apply`, which know the URI only). */
+function remember(where: Map<string, string>, change: RepositoryChange, at: string): RepositoryChange {
+  if (!where.has(change.uri)) where.set(change.uri, at);
+  return change;
+}
+
+/**
+ * The store key of a relative `uri` of a JSON line: a safe `/`-separated path under the base URL (no leading
+ * `/`, no empty, `.` or `..` segments, no hidden segment, no backslash or NUL), as the served URLs give it.
+ */
+function relativeKey(uri: string, where: string): string {
+  if (!isSafeRelativePath(uri))
+    throw new BadInput(
+      `${where}: ${JSON.stringify(uri)} is not a resource path under the base URL (a relative path without a leading "/", empty, ".", ".." or hidden segments)`,
+    );
+  return uri;
 }
 
 /** The store key of a location: relative under the base URL, else the absolute http(s) URI. */
@@ -219,7 +249,12 @@ function fromEntry(e: Entry, base: URL): RepositoryChange {
   return out;
 }
 
-async function fromChangeList(body: AsyncIterable<Uint8Array>, base: URL, max: number): Promise<RepositoryChange[]> {
+async function fromChangeList(
+  body: AsyncIterable<Uint8Array>,
+  base: URL,
+  max: number,
+  where: Map<string, string>,
+): Promise<RepositoryChange[]> {
   const { header, entries } = await openDocument(body, { url: 'the request body' });
   if (header.kind !== 'change-list' && header.kind !== 'sitemap' && header.kind !== 'change-notification')
     throw new BadInput(
@@ -228,7 +263,7 @@ async function fromChangeList(body: AsyncIterable<Uint8Array>, base: URL, max: n
   const out: RepositoryChange[] = [];
   for await (const e of entries) {
     if (out.length >= max) throw new BadInput(`more than ${max} changes in one request`);
-    out.push(fromEntry(e, base));
+    out.push(remember(where, fromEntry(e, base), `line ${e.line ?? '?'}`));
   }
   return out;
 }
@@ -275,7 +310,7 @@ function fromJson(v: unknown, base: URL, where: string): RepositoryChange {
   if (change === undefined || !CHANGES.has(change))
     throw new BadInput(`${where}: "change" must be created, updated or deleted, not ${JSON.stringify(o['change'])}`);
   const out: { -readonly [K in keyof RepositoryChange]: RepositoryChange[K] } = {
-    uri: /^[a-z][a-z0-9+.-]*:/i.test(uri) ? keyOf(uri, base, `${where}: "uri"`) : uri,
+    uri: /^[a-z][a-z0-9+.-]*:/i.test(uri) ? keyOf(uri, base, `${where}: "uri"`) : relativeKey(uri, `${where}: "uri"`),
     change: change as ChangeType,
   };
   const setName = str('setName');
@@ -315,7 +350,12 @@ function fromJson(v: unknown, base: URL, where: string): RepositoryChange {
   return out;
 }
 
-async function fromJsonLines(body: AsyncIterable<Uint8Array>, base: URL, max: number): Promise<RepositoryChange[]> {
+async function fromJsonLines(
+  body: AsyncIterable<Uint8Array>,
+  base: URL,
+  max: number,
+  where: Map<string, string>,
+): Promise<RepositoryChange[]> {
   const out: RepositoryChange[] = [];
   let n = 0;
   for await (const line of lines(body)) {
@@ -328,7 +368,7 @@ async function fromJsonLines(body: AsyncIterable<Uint8Array>, base: URL, max: nu
     } catch (e) {
       throw new BadInput(`line ${n}: not JSON (${(e as Error).message})`);
     }
-    out.push(fromJson(v, base, `line ${n}`));
+    out.push(remember(where, fromJson(v, base, `line ${n}`), `line ${n}`));
   }
   return out;
 }
@@ -345,7 +385,9 @@ export function directoryIngest(site: {
     const paths = [...new Set(changes.map((c) => c.uri))];
     const outside = paths.find((p) => /^https?:\/\//i.test(p));
     if (outside !== undefined)
-      throw new ResourceSyncError('RS_INVALID_VALUE', `${outside} is not under the Source's base URL`);
+      throw new ResourceSyncError('RS_INVALID_VALUE', "not under the Source's base URL", {
+        url: outside,
+      });
     const stats = await site.scanPaths(paths);
     return { checked: paths.length, created: stats.created, updated: stats.updated, deleted: stats.deleted };
   };

@@ -437,6 +437,8 @@ export class Source {
       }
     } catch (e) {
       await w?.discard();
+      // A content callback that says the change cannot be published as given is not an I/O failure.
+      if (e instanceof ResourceSyncError && e.code === 'RS_INVALID_VALUE') throw e;
       throw new ResourceSyncError('RS_IO', `cannot read the content of ${uri}: ${(e as Error).message}`, { cause: e });
     }
     const hashes = h.digest();

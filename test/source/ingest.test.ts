@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { createSourceHandler, type SourceHandler } from '../../src/source/http/handler.js';
-import { openRepositorySource, type RepositorySource } from '../../src/source/index.js';
+import { openRepositorySource, type Repository, type RepositorySource } from '../../src/source/index.js';
+import { createSourceServer } from '../../src/source/server.js';
 import { createIngestRoute, INGEST_PATH } from '../../src/source/ingest.js';
 import { tempDir } from './helpers.js';
 
@@ -178,6 +181,146 @@ describe('push API (ingest route)', () => {
   });
 });
 
+describe('push API: changes without length or hash (a repository Source over real HTTP)', () => {
+  /** A repository Source served on 127.0.0.1 with the ingest route; `origin` is a real HTTP server too. */
+  async function withServedRepository(
+    repository: Repository,
+    fn: (
+      push: (body: string, type?: string) => Promise<{ status: number; body: string }>,
+      site: RepositorySource,
+    ) => Promise<void>,
+  ): Promise<void> {
+    const { dir, cleanup } = await tempDir();
+    const site = await openRepositorySource({
+      repository,
+      baseUrl: 'http://repo.example.org/base/',
+      stateDir: join(dir, 'state'),
+      fsync: false,
+    });
+    const errors: unknown[] = [];
+    const server = createSourceServer(site, { onError: (e) => errors.push(e) });
+    try {
+      await site.sync();
+      server.handler.mount(
+        INGEST_PATH,
+        createIngestRoute({
+          token: TOKEN,
+          baseUrl: site.baseUrl,
+          apply: (changes) => site.record(changes).then((r) => ({ ...r })),
+        }),
+        { methods: ['POST'] },
+      );
+      const { url } = await server.listen(0, '127.0.0.1');
+      const push = async (body: string, type = 'application/x-ndjson') => {
+        const res = await fetch(new URL(INGEST_PATH, url), {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': type },
+          body,
+        });
+        return { status: res.status, body: await res.text() };
+      };
+      await fn(push, site);
+      assert.deepEqual(errors, [], 'no request ended in a 500');
+    } finally {
+      await server.close();
+      await site.close();
+      await cleanup();
+    }
+  }
+
+  const clOf = (loc: string) =>
+    `<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">\n` +
+    `<rs:md capability="changelist" from="2024-01-01T00:00:00Z"/>\n<url><loc>${loc}</loc><rs:md change="updated"/></url>\n</urlset>\n`;
+
+  it('learns length and hashes from the bytes the repository opens (JSON lines and a Change List entry)', async () => {
+    const content = new Map([
+      ['a.txt', 'a'],
+      ['b.txt', 'bb'],
+    ]);
+    await withServedRepository(
+      {
+        async *list() {},
+        open: (r) => {
+          const text = content.get(r.uri);
+          return text === undefined
+            ? undefined
+            : (async function* () {
+                yield Buffer.from(text);
+              })();
+        },
+      },
+      async (push, site) => {
+        let res = await push(`${JSON.stringify({ uri: 'a.txt', change: 'updated' })}\n`);
+        assert.equal(res.status, 200, res.body);
+        assert.deepEqual(JSON.parse(res.body), { created: 1, updated: 0, deleted: 0, unchanged: 0 });
+        const a = await site.store.getResource('a.txt');
+        assert.equal(a?.length, 1);
+        assert.equal(a?.hashes.md5, MD5_A);
+        res = await push(clOf('http://repo.example.org/base/b.txt'), 'application/xml');
+        assert.equal(res.status, 200, res.body);
+        assert.equal((await site.store.getResource('b.txt'))?.length, 2);
+        // The repository has no bytes for c.txt: nothing to learn its fixity from, nothing recorded (all or nothing).
+        const head = (await site.store.head()).seq;
+        res = await push(
+          [
+            JSON.stringify({ uri: 'a.txt', change: 'deleted' }),
+            JSON.stringify({ uri: 'c.txt', change: 'created' }),
+          ].join('\n'),
+        );
+        assert.equal(res.status, 400, res.body);
+        assert.match(
+          JSON.parse(res.body).error,
+          /^line 2: no length and hashes given, and the repository has no bytes/,
+        );
+        assert.equal((await site.store.head()).seq, head);
+        assert.ok(await site.store.getResource('a.txt'), 'the deletion of line 1 was not recorded');
+      },
+    );
+  });
+
+  it('answers 400 naming the line when the repository cannot give bytes at all, 502 when its origin fails', async () => {
+    await withServedRepository({ async *list() {} }, async (push, site) => {
+      const res = await push(clOf('http://repo.example.org/base/x.txt'), 'application/xml');
+      assert.equal(res.status, 400, res.body);
+      assert.match(
+        JSON.parse(res.body).error,
+        /^line 3: no length and hashes given, and the repository has neither open\(\) nor origin\(\)/,
+      );
+      // With fixity the same change needs no bytes.
+      const ok = await push(
+        `${JSON.stringify({ uri: 'x.txt', change: 'created', length: 1, hash: `md5:${MD5_A}` })}\n`,
+      );
+      assert.equal(ok.status, 200, ok.body);
+      assert.equal((await site.store.getResource('x.txt'))?.length, 1);
+    });
+    const origin = createServer((req, res) => {
+      if (req.url === '/ok.txt') res.end('a');
+      else if (req.url === '/gone.txt') res.writeHead(404).end();
+      else res.writeHead(500).end('boom');
+    });
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
+    const port = (origin.address() as AddressInfo).port;
+    try {
+      await withServedRepository(
+        { async *list() {}, origin: (r) => `http://127.0.0.1:${port}/${r.uri}` },
+        async (push, site) => {
+          let res = await push(`${JSON.stringify({ uri: 'ok.txt', change: 'created' })}\n`);
+          assert.equal(res.status, 200, res.body);
+          assert.equal((await site.store.getResource('ok.txt'))?.hashes.md5, MD5_A);
+          res = await push(`\n${JSON.stringify({ uri: 'gone.txt', change: 'created' })}\n`);
+          assert.equal(res.status, 400, res.body);
+          assert.match(JSON.parse(res.body).error, /^line 2: no length and hashes given/);
+          res = await push(`${JSON.stringify({ uri: 'broken.txt', change: 'updated' })}\n`);
+          assert.equal(res.status, 502, res.body);
+          assert.match(JSON.parse(res.body).error, /broken\.txt: the origin .* answered 500/);
+        },
+      );
+    } finally {
+      await new Promise((r) => origin.close(r));
+    }
+  });
+});
+
 describe('serve <dir> --ingest-token (the push API of the directory Source)', () => {
   it('re-checks the pushed paths at once (no watcher), and refuses a wrong token', async () => {
     const { spawn } = await import('node:child_process');
@@ -232,6 +375,51 @@ describe('serve <dir> --ingest-token (the push API of the directory Source)', ()
         lists.some((l) => l.includes(`<loc>${url}pushed.txt</loc>`)),
         'the pushed file is in the Change List',
       );
+      // Bad input: a clear 400 naming the line, and no resource made up from a path the tree does not name
+      // (before: "/a.txt" and "sub/" were recorded as the phantom resources "//a.txt" and "sub//x.txt").
+      await mkdir(join(coll, 'sub'));
+      await writeFile(join(coll, 'sub', 'x.txt'), 'x');
+      const pushBody = (body: string, type = 'application/x-ndjson') =>
+        fetch(`${url}resourcesync/ingest`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': type },
+          body,
+        });
+      const bad: [string, RegExp, string?][] = [
+        ['{"uri": "/a.txt", "change": "updated"}', /^line 1: "uri": "\/a\.txt" is not a resource path/],
+        ['\n{"uri": "sub/", "change": "updated"}', /^line 2: "uri": "sub\/" is not a resource path/],
+        ['{"uri": "sub//x.txt", "change": "updated"}', /^line 1: "uri": "sub\/\/x\.txt" is not a resource path/],
+        ['{"uri": "../a.txt", "change": "updated"}', /^line 1: "uri": "\.\.\/a\.txt" is not a resource path/],
+        ['{"uri": "a.txt", "change": "moved"}', /^line 1: "change" must be created, updated or deleted, not "moved"/],
+        ['{"uri": "a.txt", "change": "updated"}\n{"uri": "a.txt", "change"', /^line 2: not JSON/],
+        [
+          '{"uri": "a.txt", "change": "updated"}\n{"uri": "http://elsewhere.example.net/a.txt", "change": "updated"}',
+          /^line 2: not under the Source's base URL \(http:\/\/elsewhere\.example\.net\/a\.txt\)/,
+        ],
+        [
+          `<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">\n<rs:md capability="changelist" from="2024-01-01T00:00:00Z"/>\n<url><loc>${url}sub/x.txt</loc><rs:md change="renamed"/></url>\n</urlset>`,
+          /^line 3: <url> <rs:md change>: "renamed"/,
+          'application/xml',
+        ],
+      ];
+      for (const [body, message, type] of bad) {
+        const r = await pushBody(body, type);
+        assert.equal(r.status, 400, body);
+        assert.match(((await r.json()) as { error: string }).error, message, body);
+      }
+      const rl = await (await fetch(`${url}resourcesync/default/resourcelist.xml`)).text();
+      assert.deepEqual(
+        [...rl.matchAll(/<loc>([^<]*)<\/loc>/g)].map((m) => m[1]),
+        [`${url}a.txt`, `${url}pushed.txt`],
+        'nothing recorded from the bad requests',
+      );
+      // A change without length or hash, as a Change List entry (loc + rs:md change only): the file tells.
+      const cl2 = await pushBody(
+        `<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">\n<rs:md capability="changelist" from="2024-01-01T00:00:00Z"/>\n<url><loc>${url}sub/x.txt</loc><rs:md change="created"/></url>\n</urlset>`,
+        'application/xml',
+      );
+      assert.equal(cl2.status, 200);
+      assert.deepEqual(await cl2.json(), { checked: 1, created: 1, updated: 0, deleted: 0 });
     } finally {
       if (child.exitCode === null) {
         const exited = new Promise((resolve) => child.once('exit', resolve));
