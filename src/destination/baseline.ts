@@ -12,7 +12,7 @@ import { forEachConcurrent } from './concurrent.js';
 import { type SyncContext, describeError, regularFileSize } from './context.js';
 import { openExpected, openListTree } from './documents.js';
 import { DumpPackage, fetchPackage } from './dump.js';
-import { expectedOf } from './plan.js';
+import { expectedOf, UNCONFIRMED_DELETION } from './plan.js';
 import { applyResource, fetchInstaller, packageInstaller } from './apply.js';
 import { httpStatusOf } from '../http/client.js';
 import { runIncremental } from './incremental.js';
@@ -367,8 +367,8 @@ export async function applyListEntry(
     // change (the file is kept), so that the deletion the Change List reports is applied and tells it.
     deferred.set(uri, rec?.sourceDatetime);
     if (rec === undefined && httpStatusOf(failed.error) !== undefined) {
-      await ctx.recorder.delete(uri, '1970-01-01T00:00:00Z', false);
-      deferred.set(uri, '1970-01-01T00:00:00Z');
+      await ctx.recorder.delete(uri, UNCONFIRMED_DELETION, false);
+      deferred.set(uri, UNCONFIRMED_DELETION);
     }
     ctx.warn('RS_GAP', `changed after the Resource List's at (${at}): left to the Change List since then`, uri);
   }

@@ -205,6 +205,14 @@ export interface ChangePlan {
 const EPOCH = '1970-01-01T00:00:00Z';
 
 /**
+ * The Source datetime of a deletion a baseline records for a listed resource that answered 404/410 after the
+ * list's `at` (baseline.ts): a placeholder that the Change Lists since `at` must confirm. It dates before any
+ * change, so a dated deletion is applied over it; {@link isChangeApplied} does not take it for an applied
+ * undated deletion either.
+ */
+export const UNCONFIRMED_DELETION = EPOCH;
+
+/**
  * Accumulates the entries of one Change List (or Change Dump Manifest), or of several in chronological order,
  * and coalesces them: of several changes to one resource only one is kept, the one with the latest datetime
  * when both are dated (for equal datetimes, the later entry), else the later entry. Dated entries before
@@ -382,7 +390,7 @@ export function coalesceChanges(entries: Iterable<Entry>, watermark?: string): C
 export function isChangeApplied(rec: LocalRecord | undefined, change: PlannedChange): boolean {
   if (!change.dated) {
     if (rec === undefined) return false;
-    if (change.change === 'deleted') return rec.deleted === true;
+    if (change.change === 'deleted') return rec.deleted === true && rec.sourceDatetime !== UNCONFIRMED_DELETION;
     return isUpToDate(rec, expectedOf(change.entry));
   }
   if (rec?.sourceDatetime === undefined) return false;

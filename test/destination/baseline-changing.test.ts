@@ -80,6 +80,39 @@ describe('baseline while the Source changes', () => {
     assert.equal(again.counts.created + again.counts.updated, 0);
   });
 
+  it('with a Change List of undated changes since at (spec 1.0, resync-simulator): complete as well', async () => {
+    // No datetime on the changes: the update is applied (its content differs from the copy), and the deletion
+    // must be applied too although the gone resource was recorded as a (placeholder) deletion by the baseline.
+    src.publishChangeLists(
+      [
+        {
+          from: T1,
+          changes: [
+            { path: listed[0]!.path, change: 'updated', body: r0v2 },
+            { path: listed[1]!.path, change: 'deleted' },
+          ],
+        },
+      ],
+      { serve: false },
+    );
+    src.publishCapabilities();
+    const s = await dest().baseline();
+    assert.equal(s.counts.failed, 0, JSON.stringify(s.failures));
+    assert.equal(s.complete, true);
+    assert.equal(s.counts.deleted + s.counts.deletionsRecorded, 1, JSON.stringify(s.counts));
+    const want = new Map(
+      [
+        [localPathOf(src, listed[0]!.path), r0v2] as const,
+        ...listed.slice(2).map((r) => [localPathOf(src, r.path), r.body] as const),
+      ].sort(([a], [b]) => (a < b ? -1 : 1)),
+    );
+    assert.deepEqual(readTree(dir), want);
+    const again = await dest().sync();
+    assert.equal(again.operation, 'incremental');
+    assert.equal(again.counts.failed, 0, JSON.stringify(again.failures));
+    assert.equal(again.counts.created + again.counts.updated + again.counts.deleted, 0);
+  });
+
   it('with a Change List that does not report them: incomplete, and the next run is a baseline again', async () => {
     src.publishChangeLists([{ from: T1, changes: [] }], { serve: false });
     src.publishCapabilities();

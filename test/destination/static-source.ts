@@ -45,7 +45,8 @@ export interface ResourceSpec {
 export interface ChangeSpec {
   readonly path: string;
   readonly change: 'created' | 'updated' | 'deleted';
-  readonly datetime: string;
+  /** Absent: an undated change (optional in §12.1; resync-build and the 1.0 simulator write none). */
+  readonly datetime?: string;
   /** Content for created/updated (also served at `path` unless `serve` is false). */
   readonly body?: Buffer;
   /** Publish no hash for this change. */
@@ -320,8 +321,8 @@ ${locs.join('\n')}
         }
         const md =
           c.change === 'deleted' || c.body === undefined
-            ? `change="${c.change}" datetime="${c.datetime}"`
-            : `change="${c.change}" datetime="${c.datetime}" ${hashPart(c.body)}length="${c.body.length}" path="${esc(p)}"`;
+            ? `change="${c.change}"${dt(c)}`
+            : `change="${c.change}"${dt(c)} ${hashPart(c.body)}length="${c.body.length}" path="${esc(p)}"`;
         return `  <url><loc>${esc(this.url(c.path))}</loc><rs:md ${md}/></url>`;
       });
       const manifest = `<?xml version="1.0" encoding="UTF-8"?>
@@ -377,6 +378,11 @@ ${resources
 </urlset>`;
 }
 
+/** ` datetime="…"` of a change, or nothing for an undated one. */
+function dt(c: ChangeSpec): string {
+  return c.datetime === undefined ? '' : ` datetime="${c.datetime}"`;
+}
+
 export function changeListXml(base: string, l: ChangeListSpec, index?: string): string {
   return `<?xml version="1.0" encoding="UTF-8"?>
 <urlset ${NS}>
@@ -388,7 +394,7 @@ ${l.changes
       c.body === undefined || c.change === 'deleted' || c.noHash === true
         ? ''
         : ` ${hashPart(c.body)}length="${c.body.length}"`;
-    return `  <url><loc>${esc(base + c.path)}</loc><rs:md change="${c.change}" datetime="${c.datetime}"${content}/></url>`;
+    return `  <url><loc>${esc(base + c.path)}</loc><rs:md change="${c.change}"${dt(c)}${content}/></url>`;
   })
   .join('\n')}
 </urlset>`;
