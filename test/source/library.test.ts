@@ -171,6 +171,43 @@ describe('Source library API', () => {
     }
   });
 
+  it('brings a stale Change Dump up to date before serving it, even when its generation is "big"', async () => {
+    // Issue 14: served stale, the Change Dump lacked the changes the Change Lists had, and every Destination
+    // fetched each changed resource itself.
+    const { dir, cleanup } = await tempDir();
+    const store = await openSqliteStore({ path: join(dir, 'source.db') });
+    try {
+      const blobs = await BlobStore.open({ dir: join(dir, 'blobs') });
+      const source = await Source.open({
+        store,
+        baseUrl: 'http://localhost/',
+        siteDir: join(dir, 'site'),
+        blobs,
+        backgroundAfterMs: 0,
+        regenerateAfterMs: Number.POSITIVE_INFINITY,
+        fsync: false,
+      });
+      await source.recordChanges([{ uri: 'a', change: 'created', content: () => bytes('a1') }]);
+      const first = await source.document('/resourcesync/default/changedump.xml');
+      assert.ok(first !== undefined);
+      await source.recordChanges([{ uri: 'b', change: 'created', content: () => bytes('b1') }]);
+      const doc = await source.document('/resourcesync/default/changedump.xml');
+      const text = await readFile(doc!.path, 'utf8');
+      const packages = [...text.matchAll(/<loc>([^<]+\.zip)<\/loc>/g)].map((m) => m[1]);
+      const last = packages
+        .at(-1)!
+        .split('/')
+        .pop()!
+        .replace(/\.zip$/, '');
+      const manifest = await readFile(join(dir, 'site', 'resourcesync', 'default', `${last}-manifest.xml`), 'utf8');
+      assert.match(manifest, /\/b<\/loc>/, 'the change recorded last is in a package');
+      await source.close();
+    } finally {
+      await store.close();
+      await cleanup();
+    }
+  });
+
   it('regenerates a big Resource List in the background once changes settle, without a request', async () => {
     const { dir, cleanup } = await tempDir();
     const store = await openSqliteStore({ path: join(dir, 'source.db') });
