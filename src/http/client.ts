@@ -174,8 +174,10 @@ export function isRetriable(e: unknown): boolean {
   return e instanceof ResourceSyncError && retriableErrors.has(e);
 }
 
+/** Politeness state of one origin: when the last request was let through, and the queue of those waiting. */
 interface HostGate {
-  next: number;
+  last: number;
+  queue: Promise<void>;
 }
 
 /**
@@ -431,17 +433,32 @@ export class HttpClient {
     }
   }
 
+  /**
+   * Waits until `politenessDelayMs` has passed since the previous request to `origin` was let through, one
+   * request at a time per origin (a request let through late, e.g. after an event-loop stall, moves the next one
+   * back too, so two requests never go out together).
+   */
   async #politely(origin: string, signal: AbortSignal | undefined): Promise<void> {
     if (this.#politeness <= 0) return;
     let gate = this.#gates.get(origin);
     if (gate === undefined) {
-      gate = { next: 0 };
+      gate = { last: Number.NEGATIVE_INFINITY, queue: Promise.resolve() };
       this.#gates.set(origin, gate);
     }
-    const now = Date.now();
-    const start = Math.max(now, gate.next);
-    gate.next = start + this.#politeness;
-    if (start > now) await sleep(start - now, signal);
+    const previous = gate.queue;
+    let release = (): void => undefined;
+    gate.queue = new Promise<void>((r) => {
+      release = r;
+    });
+    try {
+      await previous; // it waits at most one delay
+      signal?.throwIfAborted();
+      const wait = gate.last + this.#politeness - Date.now();
+      if (wait > 0) await sleep(wait, signal);
+      gate.last = Date.now();
+    } finally {
+      release();
+    }
   }
 
   #fail(e: ResourceSyncError): ResourceSyncError {
