@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { forEachConcurrent } from './concurrent.js';
 import { type SyncContext, describeError, regularFileSize } from './context.js';
 import { openExpected, openListTree } from './documents.js';
-import { DumpPackage, fetchPackage } from './dump.js';
+import { DumpPackage, type PendingPackage, startPackage } from './dump.js';
 import { expectedOf, UNCONFIRMED_DELETION } from './plan.js';
 import { applyResource, fetchInstaller, packageInstaller } from './apply.js';
 import { httpStatusOf } from '../http/client.js';
@@ -96,13 +96,27 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
         fallback = 'all';
         break;
       }
-      for await (const pkgEntry of tree.entries) {
-        ctx.checkAborted();
-        const r = await applyResourcePackage(ctx, pkgEntry, missing, () => tree.at());
-        if (r === 'all') {
-          fallback = 'all';
-          break;
+      // Each package is downloaded while the one before it is applied (one ahead: at most two at once).
+      const pkgs = tree.entries[Symbol.asyncIterator]();
+      const ahead = async (): Promise<{ entry: Entry; pkg: PendingPackage } | undefined> => {
+        const n = await pkgs.next();
+        return n.done === true ? undefined : { entry: n.value, pkg: startResourcePackage(ctx, n.value) };
+      };
+      let next: Promise<{ entry: Entry; pkg: PendingPackage } | undefined> = ahead();
+      try {
+        for (let cur = await next; cur !== undefined; cur = await next) {
+          ctx.checkAborted();
+          next = ahead();
+          next.catch(() => undefined); // awaited in the next round
+          const r = await applyResourcePackage(ctx, cur.entry, cur.pkg, missing, () => tree.at());
+          if (r === 'all') {
+            fallback = 'all';
+            break;
+          }
         }
+      } finally {
+        await (await next.catch(() => undefined))?.pkg.discard();
+        await pkgs.return?.(undefined);
       }
       noteAt(tree.at());
       if (fallback === 'all') break;
@@ -381,35 +395,43 @@ function isChangedSince(e: unknown): boolean {
   return status === 404 || status === 410;
 }
 
+/** Starts downloading a Resource Dump package (see {@link startPackage}), checked against its dump entry. */
+function startResourcePackage(ctx: SyncContext, pkgEntry: Entry): PendingPackage {
+  const url = pkgEntry.loc;
+  const declared = expectedOf(pkgEntry);
+  const opts: {
+    tmpDir: string;
+    maxBytes?: number;
+    length?: number;
+    hashes?: typeof declared.hashes;
+    signal?: AbortSignal;
+    onBytes: (bytes: number, total: number | undefined) => void;
+  } = { tmpDir: ctx.options.tmpDir, onBytes: (b, t) => ctx.downloadProgress(url, b, t) };
+  if (ctx.options.maxPackageBytes !== undefined) opts.maxBytes = ctx.options.maxPackageBytes;
+  if (declared.length !== undefined) opts.length = declared.length;
+  if (declared.hashes !== undefined) opts.hashes = declared.hashes;
+  if (ctx.options.signal !== undefined) opts.signal = ctx.options.signal;
+  return startPackage(ctx.client, url, opts);
+}
+
 /**
- * Applies one Resource Dump package: download it (into memory when small, else to a temporary file), open
- * it, read `manifest.xml` first, then install every bitstream verified against the manifest. URIs the package
- * could not provide are added to `fallback`; `'all'` is returned when the package's content is unknown (no
+ * Applies one Resource Dump package: receive it (into memory when small, else to a temporary file; its
+ * download started by {@link startResourcePackage}, while the package before it was applied),
+ * open it, read `manifest.xml` first, then install every bitstream verified against the manifest. URIs the
+ * package could not provide are added to `fallback`; `'all'` is returned when the package's content is unknown (no
  * readable manifest inside or via its `contents` link), so the whole list must be used.
  */
 async function applyResourcePackage(
   ctx: SyncContext,
   pkgEntry: Entry,
+  pending: PendingPackage,
   fallback: Set<string>,
   at: () => string | undefined,
 ): Promise<'ok' | 'all'> {
   const url = pkgEntry.loc;
-  const declared = expectedOf(pkgEntry);
   let pkg: DumpPackage;
   try {
-    const opts: {
-      tmpDir: string;
-      maxBytes?: number;
-      length?: number;
-      hashes?: typeof declared.hashes;
-      signal?: AbortSignal;
-      onBytes: (bytes: number, total: number | undefined) => void;
-    } = { tmpDir: ctx.options.tmpDir, onBytes: (b, t) => ctx.downloadProgress(url, b, t) };
-    if (ctx.options.maxPackageBytes !== undefined) opts.maxBytes = ctx.options.maxPackageBytes;
-    if (declared.length !== undefined) opts.length = declared.length;
-    if (declared.hashes !== undefined) opts.hashes = declared.hashes;
-    if (ctx.options.signal !== undefined) opts.signal = ctx.options.signal;
-    pkg = await DumpPackage.open(await fetchPackage(ctx.client, url, opts), { url });
+    pkg = await DumpPackage.open(await pending.received, { url });
   } catch (e) {
     if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
     ctx.warn(codeOf(e), `package unusable, its resources will come from the Resource List: ${messageOf(e)}`, url);

@@ -106,6 +106,49 @@ export async function fetchPackage(
   return receivePackage(client, url, options, options.memoryBytes ?? DEFAULT_MEMORY_PACKAGE_BYTES);
 }
 
+/**
+ * A package being received (see {@link startPackage}): its bytes or temporary file once {@link received}
+ * settles, or {@link discard}ed unused.
+ */
+export interface PendingPackage {
+  readonly url: string;
+  /** {@link fetchPackage}'s result; a failure is only reported here (never unhandled). */
+  readonly received: Promise<string | Uint8Array>;
+  /** Stops the download if it is still running and removes its temporary file, if any. Never throws. */
+  discard(): Promise<void>;
+}
+
+/**
+ * Starts receiving a package now (see {@link fetchPackage}), so it can arrive while the caller is still busy
+ * with the previous one: a dump's packages are then downloaded while the one before is being applied.
+ * Memory: what {@link fetchPackage} holds for one package.
+ *
+ * @example
+ * ```ts
+ * const next = startPackage(client, url, { tmpDir });
+ * // ... apply the current package ...
+ * const pkg = await DumpPackage.open(await next.received, { url });
+ * ```
+ */
+export function startPackage(client: HttpClient, url: string, options: FetchPackageOptions): PendingPackage {
+  const stop = new AbortController();
+  const signal = options.signal === undefined ? stop.signal : AbortSignal.any([options.signal, stop.signal]);
+  const received = fetchPackage(client, url, { ...options, signal });
+  received.catch(() => undefined); // reported to whoever awaits it
+  let discarded = false;
+  return {
+    url,
+    received,
+    discard: async () => {
+      if (discarded) return;
+      discarded = true;
+      stop.abort(new ResourceSyncError('RS_ABORTED', 'package no longer needed', { url }));
+      const r = await received.catch(() => undefined);
+      if (typeof r === 'string') await rm(r, { force: true }).catch(() => undefined);
+    },
+  };
+}
+
 /** The body length a response announces, unless it is content-encoded (then it is not the length we get). */
 function contentLengthOf(headers: Readonly<Record<string, string | string[] | undefined>>): number | undefined {
   const encoding = headers['content-encoding'];

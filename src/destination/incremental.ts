@@ -17,7 +17,7 @@ import { removeKeptDeletions, targetOf } from './baseline.js';
 import { forEachConcurrent } from './concurrent.js';
 import { type SyncContext, describeError } from './context.js';
 import { type ChangeDocumentRef, openExpected, readChangeDumpIndex, readChangeListIndex } from './documents.js';
-import { DumpPackage, fetchPackage } from './dump.js';
+import { DumpPackage, type PendingPackage, startPackage } from './dump.js';
 import type { ResourceRecord } from './state.js';
 import {
   type ChangePlan,
@@ -82,22 +82,33 @@ export async function runIncremental(
         break;
       }
       checkGap(index.docs, index.from, wm, url);
-      for (const pkg of selectIntervals(index.docs, wm)) {
-        ctx.checkAborted();
-        const r = await applyChangePackage(ctx, pkg, wm, sources.changeLists.length > 0);
-        if (r === undefined) {
-          if (sources.changeLists.length === 0) {
+      // Each package is downloaded while the one before it is applied (one ahead: at most two at once).
+      const refs = selectIntervals(index.docs, wm);
+      let next = refs[0] === undefined ? undefined : startChangePackage(ctx, refs[0]);
+      try {
+        for (let i = 0; i < refs.length; i++) {
+          const ref = refs[i] as ChangeDocumentRef;
+          const pending = next as PendingPackage;
+          const after = refs[i + 1];
+          next = after === undefined ? undefined : startChangePackage(ctx, after);
+          ctx.checkAborted();
+          const r = await applyChangePackage(ctx, ref, pending, wm, sources.changeLists.length > 0);
+          if (r === undefined) {
+            if (sources.changeLists.length === 0) {
+              complete = false;
+              break dumps;
+            }
+            ctx.warn('RS_ZIP', 'continuing from the Change Lists', ref.url);
+            break dumps;
+          }
+          if (!r.complete) {
             complete = false;
             break dumps;
           }
-          ctx.warn('RS_ZIP', 'continuing from the Change Lists', pkg.url);
-          break dumps;
+          wm = r.watermark;
         }
-        if (!r.complete) {
-          complete = false;
-          break dumps;
-        }
-        wm = r.watermark;
+      } finally {
+        await next?.discard();
       }
     }
   }
@@ -244,8 +255,22 @@ export async function applyChange(
   if (failed !== undefined) ctx.count(uri, 'failed', from, failed.error);
 }
 
+/** Starts downloading a Change Dump package (see {@link startPackage}). */
+function startChangePackage(ctx: SyncContext, ref: ChangeDocumentRef): PendingPackage {
+  const opts: {
+    tmpDir: string;
+    maxBytes?: number;
+    signal?: AbortSignal;
+    onBytes: (bytes: number, total: number | undefined) => void;
+  } = { tmpDir: ctx.options.tmpDir, onBytes: (b, t) => ctx.downloadProgress(ref.url, b, t) };
+  if (ctx.options.maxPackageBytes !== undefined) opts.maxBytes = ctx.options.maxPackageBytes;
+  if (ctx.options.signal !== undefined) opts.signal = ctx.options.signal;
+  return startPackage(ctx.client, ref.url, opts);
+}
+
 /**
- * Applies one Change Dump package (§13): download, open, read its Change Dump Manifest, coalesce its changes
+ * Applies one Change Dump package (§13): receive (its download started by {@link startChangePackage}, while
+ * the package before it was applied), open, read its Change Dump Manifest, coalesce its changes
  * after the watermark, install each bitstream verified against the manifest. Returns undefined when the
  * package is unusable (the caller falls back to the Change Lists), else whether it was fully applied and the
  * watermark it reached.
@@ -253,20 +278,13 @@ export async function applyChange(
 async function applyChangePackage(
   ctx: SyncContext,
   ref: ChangeDocumentRef,
+  pending: PendingPackage,
   wm: string,
   canFallBack: boolean,
 ): Promise<{ complete: boolean; watermark: string } | undefined> {
   let pkg: DumpPackage;
   try {
-    const opts: {
-      tmpDir: string;
-      maxBytes?: number;
-      signal?: AbortSignal;
-      onBytes: (bytes: number, total: number | undefined) => void;
-    } = { tmpDir: ctx.options.tmpDir, onBytes: (b, t) => ctx.downloadProgress(ref.url, b, t) };
-    if (ctx.options.maxPackageBytes !== undefined) opts.maxBytes = ctx.options.maxPackageBytes;
-    if (ctx.options.signal !== undefined) opts.signal = ctx.options.signal;
-    pkg = await DumpPackage.open(await fetchPackage(ctx.client, ref.url, opts), { url: ref.url });
+    pkg = await DumpPackage.open(await pending.received, { url: ref.url });
   } catch (e) {
     if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
     const f = describeError(ref.url, e);

@@ -16,6 +16,7 @@ import {
   downloadPackage,
   fetchPackage,
   manifestPathToName,
+  startPackage,
 } from '../../src/destination/dump.js';
 import { HttpClient } from '../../src/http/client.js';
 import { StaticSource, buildZip, localPathOf, makeResources, readTree } from './static-source.js';
@@ -241,6 +242,47 @@ describe('dump packages', () => {
     assert.deepEqual(sorted(readTree(dir)), expected(resources));
     assert.equal(src.log.slice(start).filter((p) => p.startsWith('/res/')).length, 0);
     // Temporary packages are gone.
+    assert.deepEqual(readTree(join(dir, '.resourcesync', 'tmp')).size, 0);
+  });
+
+  it('downloads the next package while the one before is still arriving or being applied', async () => {
+    const dir = await newDir();
+    const resources = makeResources(30, 100, 'ahead');
+    src.publishResourceList(resources, AT, 2);
+    const zips = await src.publishResourceDump(resources, AT, 3);
+    // Package 1 answers after 1.5 s: one at a time, package 2 could only be asked for after it.
+    src.set('/dump-1.zip', zips[0]!, 'application/zip', 1500);
+    src.publishCapabilities();
+    const start = src.requests.length;
+    const s = await new Destination({ url: src.url('/capabilitylist.xml'), dir, http: FAST_HTTP }).baseline();
+    assert.equal(s.counts.failed, 0, JSON.stringify(s.failures));
+    assert.equal(s.counts.created, 30);
+    assert.deepEqual(s.via, ['dump']);
+    const asked = (p: string): number => src.requests.slice(start).find((r) => r.path === p)?.at as number;
+    assert.ok(asked('/dump-2.zip') - asked('/dump-1.zip') < 1000, 'package 2 asked for before package 1 arrived');
+    assert.ok(asked('/dump-3.zip') > asked('/dump-2.zip'), 'one package ahead, not all at once');
+    assert.deepEqual(sorted(readTree(dir)), expected(resources));
+    assert.deepEqual(readTree(join(dir, '.resourcesync', 'tmp')).size, 0);
+  });
+
+  it('removes a package downloaded ahead when the dump is left for the Resource List', async () => {
+    const dir = await newDir();
+    const resources = makeResources(30, 100, 'left');
+    src.publishResourceList(resources, AT, 2);
+    await src.publishResourceDump(resources, AT, 3);
+    // Package 1 unusable and its manifest link broken: the whole list is used, package 2 is not needed.
+    src.fault('/dump-1.zip', 'truncate', 5);
+    src.remove('/dump-1-manifest.xml');
+    src.publishCapabilities();
+    const s = await new Destination({
+      url: src.url('/capabilitylist.xml'),
+      dir,
+      http: FAST_HTTP,
+    }).baseline();
+    src.clearFaults();
+    assert.equal(s.counts.failed, 0, JSON.stringify(s.failures));
+    assert.deepEqual(s.via, ['dump', 'list']);
+    assert.deepEqual(sorted(readTree(dir)), expected(resources));
     assert.deepEqual(readTree(join(dir, '.resourcesync', 'tmp')).size, 0);
   });
 
@@ -471,6 +513,26 @@ describe('dump packages', () => {
       await assert.rejects(fetchPackage(client, `${base}/missing.zip`, { tmpDir }), (e) =>
         isResourceSyncError(e, 'RS_HTTP'),
       );
+    });
+
+    it('startPackage: a package received ahead and discarded, arrived or still arriving, leaves no file', async () => {
+      const arrived = startPackage(client, `${base}/length.zip`, { tmpDir, memoryBytes: 0 });
+      const file = await arrived.received;
+      assert.equal(typeof file, 'string');
+      assert.ok(existsSync(file as string));
+      await arrived.discard();
+      assert.equal(existsSync(file as string), false);
+      // Still arriving (the body stalls): the download is stopped, its file removed, nothing unhandled.
+      const arriving = startPackage(client, `${base}/stall.zip`, { tmpDir, memoryBytes: 0 });
+      await new Promise((r) => setTimeout(r, 50));
+      await arriving.discard();
+      await assert.rejects(arriving.received, (e) => isResourceSyncError(e, 'RS_ABORTED'));
+      assert.deepEqual(leftovers(), []);
+      // A failure is reported to whoever awaits it, and only then.
+      const missing = startPackage(client, `${base}/missing.zip`, { tmpDir });
+      await new Promise((r) => setTimeout(r, 50));
+      await assert.rejects(missing.received, (e) => isResourceSyncError(e, 'RS_HTTP'));
+      await missing.discard();
     });
   });
 });

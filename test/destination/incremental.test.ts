@@ -256,6 +256,26 @@ describe('incremental', () => {
     assert.equal(s.watermarkAfter, '2024-03-02T11:00:00Z');
   });
 
+  it('downloads the next Change Dump package while the one before is still arriving or being applied', async () => {
+    await baseline();
+    const l = lists();
+    await src.publishChangeDump(l);
+    src.publishChangeLists(l);
+    src.publishCapabilities();
+    // Package 1 answers after 1.5 s: one at a time, package 2 could only be asked for after it.
+    const first = src.routes.get('/changedump-1.zip')!;
+    src.set('/changedump-1.zip', first.body, first.type, 1500);
+    const start = src.requests.length;
+    const s = await dest({ delete: true }).sync();
+    assert.equal(s.counts.failed, 0, JSON.stringify(s.failures));
+    assert.deepEqual(s.via, ['dump', 'list']);
+    const asked = (p: string): number => src.requests.slice(start).find((r) => r.path === p)?.at as number;
+    assert.ok(asked('/changedump-2.zip') - asked('/changedump-1.zip') < 1000, 'package 2 asked for at once');
+    assert.ok(!src.log.slice(start).some((p) => p.startsWith('/res/')), src.log.slice(start).join(' '));
+    assert.deepEqual(readTree(dir).get(local('/res/new1.txt')), body('new1 v2'));
+    assert.equal(s.watermarkAfter, '2024-03-02T11:00:00Z');
+  });
+
   it('falls back to the Change Lists when a Change Dump package is corrupt', async () => {
     await baseline();
     const l = lists();

@@ -85,8 +85,9 @@ export class StaticSource {
   private readonly sockets = new Set<import('node:net').Socket>();
   /** Requests per path. */
   readonly hits = new Map<string, number>();
-  /** Every request's path and headers, in order. */
-  readonly requests: { readonly path: string; readonly headers: IncomingMessage['headers'] }[] = [];
+  /** Every request's path, headers and arrival time (`performance.now()`), in order. */
+  readonly requests: { readonly path: string; readonly headers: IncomingMessage['headers']; readonly at: number }[] =
+    [];
   private constructor(
     private readonly server: Server,
     readonly base: string,
@@ -133,7 +134,7 @@ export class StaticSource {
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const path = new URL(req.url ?? '/', this.base).pathname;
     this.log.push(path);
-    this.requests.push({ path, headers: req.headers });
+    this.requests.push({ path, headers: req.headers, at: performance.now() });
     this.hits.set(path, (this.hits.get(path) ?? 0) + 1);
     const fault = this.faults.get(path)?.shift();
     const route = this.routes.get(path);
