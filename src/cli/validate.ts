@@ -21,6 +21,7 @@ export { type CommandOutput, processOutput } from './output.js';
 /** Every document kind, for `--expect`. */
 export const DOCUMENT_KINDS: readonly DocumentKind[] = [
   'source-description',
+  'source-description-index',
   'capability-list',
   'resource-list',
   'resource-list-index',

@@ -1,7 +1,8 @@
 /**
- * Walking a Source: from a Source Description, a Capability List or an index down to every ResourceSync
- * document it lists (Capability Lists, capability documents, index members, dump manifests linked with
- * `contents`), validating each, and checking the rules between documents (`core/validate-links.ts`).
+ * Walking a Source: from a Source Description (or its Index), a Capability List or an index down to every
+ * ResourceSync document it lists (Source Descriptions, Capability Lists, capability documents, index members,
+ * dump manifests linked with `contents`), validating each, and checking the rules between documents
+ * (`core/validate-links.ts`).
  *
  * Memory: the queue and the set of URLs seen hold at most `maxDocuments` URLs; each document is streamed.
  *
@@ -74,10 +75,14 @@ export async function findWalkStart(
             url: start,
             report: { given: start, found: start, kind: found.start.kind, steps: found.tried, warnings },
           };
-    // The Source Description when discovery read it (a Capability List's up link may name one that is gone).
+    // The Source Description (or its Index) when discovery read it (a Capability List's up link may name one
+    // that is gone): the walk goes down from the top.
     const sd = found.sourceDescription;
-    const sdRead = sd !== undefined && found.tried.includes(`${sd}: source-description`);
-    const kind = sdRead ? 'source-description' : found.set !== undefined ? 'capability-list' : found.direct?.kind;
+    const sdKind = ['source-description-index', 'source-description'].find(
+      (k) => sd !== undefined && found.tried.includes(`${sd}: ${k}`),
+    );
+    const sdRead = sdKind !== undefined;
+    const kind = sdKind ?? (found.set !== undefined ? 'capability-list' : found.direct?.kind);
     const url = (sdRead ? sd : undefined) ?? found.set?.url ?? found.direct?.url ?? found.sets[0]?.url ?? start;
     return {
       url,

@@ -24,6 +24,7 @@ export type EntryElement = 'url' | 'sitemap';
  */
 export type DocumentKind =
   | 'source-description'
+  | 'source-description-index'
   | 'capability-list'
   | 'resource-list'
   | 'resource-list-index'
@@ -159,8 +160,13 @@ export interface ResourceSyncDocument extends DocumentHeader {
   entries: Entry[];
 }
 
-/** Kinds that use `<sitemapindex>` as their root. */
+/**
+ * Kinds that use `<sitemapindex>` as their root: the four capability documents' indexes (§10.2, §11.1, §12.2,
+ * §13.1) and the Source Description Index that groups several Source Descriptions (§8; §6.1: an index carries
+ * the capability of the documents it lists).
+ */
 const INDEX_KINDS: Record<string, DocumentKind> = {
+  description: 'source-description-index',
   resourcelist: 'resource-list-index',
   resourcedump: 'resource-dump-index',
   changelist: 'change-list-index',

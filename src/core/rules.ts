@@ -155,7 +155,12 @@ export const RULES = [
     '§9–§13, N-§4, N-§5',
     'no document-level <rs:ln rel="up"> (mandatory everywhere but in the Source Description)',
   ),
-  rule('up-unexpected', 'warning', '§6.2, §8', 'a Source Description with an up link (it is the top of the hierarchy)'),
+  rule(
+    'up-unexpected',
+    'warning',
+    '§6.2, §8',
+    'a Source Description or Source Description Index with an up link (the top of the hierarchy)',
+  ),
   rule(
     'describedby-recommended',
     'warning',
@@ -208,7 +213,7 @@ export const RULES = [
     'loc-duplicate',
     'warning',
     '§8, §10.1, §11.2',
-    'the same <loc> twice in a Source Description, Resource List (Index) or Resource Dump Manifest',
+    'the same <loc> twice in a Source Description (Index), Resource List (Index) or Resource Dump Manifest',
   ),
   rule(
     'changefreq-invalid',
@@ -239,8 +244,8 @@ export const RULES = [
   rule(
     'capability-entry-invalid',
     'error',
-    '§8, §9, N-§5',
-    'an entry capability not allowed in this document (e.g. not capabilitylist in a Source Description)',
+    '§6.1, §8, §9, N-§5',
+    'an entry capability not allowed in this document (not capabilitylist in a Source Description, not description in its index)',
   ),
   rule(
     'capability-entry-unknown',
@@ -315,7 +320,7 @@ export const RULES = [
   rule(
     'index-link-recommended',
     'warning',
-    '§10.1, §11.1, §12.1, §13.1',
+    '§6.2, §10.1, §11.1, §12.1, §13.1',
     'a document listed in an index without <rs:ln rel="index"> to that index',
   ),
   // Dump packages (ZIP files with manifest.xml)

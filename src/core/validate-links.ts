@@ -32,6 +32,7 @@ export interface ChildLink {
 /** Capabilities whose documents a Capability List points to and a walker follows (§9). */
 const FOLLOWED = new Set(['resourcelist', 'resourcedump', 'changelist', 'changedump']);
 const INDEX_KINDS = new Set<DocumentKind>([
+  'source-description-index',
   'resource-list-index',
   'resource-dump-index',
   'change-list-index',
@@ -43,8 +44,9 @@ function isHttp(url: string): boolean {
 }
 
 /**
- * The documents an entry points to that are ResourceSync documents themselves: Capability Lists from a Source
- * Description, capability documents from a Capability List, the members of an index, the manifests a dump
+ * The documents an entry points to that are ResourceSync documents themselves: Source Descriptions from a
+ * Source Description Index, Capability Lists from a Source Description, capability documents from a Capability
+ * List, the members of an index, the manifests a dump
  * links with `contents` (§11.1, §13.1), and with `packages` the dump packages themselves. Only http(s) URLs
  * (notification channels are `ws:`).
  *

@@ -158,7 +158,7 @@ interface Profile {
   /** Entries carry change (mandatory) and datetime. */
   readonly changes: boolean;
   readonly path: 'mandatory' | 'unless-deleted' | 'not-used';
-  readonly capability: 'description' | 'capabilitylist' | 'framework' | 'not-used';
+  readonly capability: 'description' | 'description-index' | 'capabilitylist' | 'framework' | 'not-used';
   readonly order: 'datetime' | 'from' | 'from-should' | 'none';
   readonly duplicateLoc: boolean;
   readonly packages: boolean;
@@ -196,7 +196,13 @@ const PROFILES: Readonly<Record<string, Profile>> = {
     capability: 'description',
     duplicateLoc: true,
   }),
-  'source-description-index': profile('Source Description Index', '§8', { up: 'unexpected', duplicateLoc: true }),
+  // §8 (last paragraph): several Source Descriptions are grouped by a Source Description Index; §6.1: a
+  // <sitemapindex> with the capability of what it lists ("description"); it is the top of the hierarchy (no up).
+  'source-description-index': profile('Source Description Index', '§8, §6.1', {
+    up: 'unexpected',
+    duplicateLoc: true,
+    capability: 'description-index',
+  }),
   'capability-list': profile('Capability List', '§9', {
     rootDescribedby: true,
     entryMd: 'mandatory',
@@ -576,8 +582,6 @@ class Validator implements DocumentValidator {
         element: rootEl,
       });
       key = 'capability-list-index';
-    } else if (rootEl === 'sitemapindex' && capability === 'description') {
-      key = 'source-description-index';
     } else {
       key = h.kind;
     }
@@ -771,6 +775,13 @@ class Validator implements DocumentValidator {
           'attribute-not-used',
           `capability is not used on entries of a ${p.name}`,
           place(base, 'rs:md', 'capability'),
+        );
+      else if (p.capability === 'description-index' && c !== 'description')
+        this.add(
+          'capability-entry-invalid',
+          `a Source Description Index lists Source Descriptions: capability must be "description", not ${quote(c)}`,
+          place(base, 'rs:md', 'capability'),
+          '§6.1, §8',
         );
       else if (p.capability === 'description' && c !== 'capabilitylist')
         this.add(

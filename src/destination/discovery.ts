@@ -1,6 +1,7 @@
 /**
  * Discovery of a Source's Capability List from whatever URL a user gives (§8, §6.3, Examples 9–11): a Source
- * root (`/.well-known/resourcesync` under the given path, then at the host root), a Source Description, a
+ * root (`/.well-known/resourcesync` under the given path, then at the host root), a Source Description (or a
+ * Source Description Index: the set is chosen among the Capability Lists of all its Source Descriptions), a
  * Capability List, a Resource List / Index or any other capability document (its `up` link is followed to
  * the Capability List), a `robots.txt` with `Sitemap:` lines, an HTML page with
  * `<link rel="resourcesync" href>`, or any resource answering with a `Link: <...>; rel="resourcesync"` header.
@@ -29,9 +30,15 @@ export interface CapabilitySet {
 
 /** What {@link discover} found. */
 export interface DiscoveryResult {
-  /** URL of the Source Description, when found (or named by the Capability List's `up` link). */
+  /**
+   * URL of the Source Description, when found (or named by the Capability List's `up` link); of the Source
+   * Description Index when the Source publishes one (§8): the Source's entry point, whichever of its Source
+   * Descriptions lists the chosen set.
+   */
   readonly sourceDescription?: string;
-  /** Every Capability List the Source Description lists (or the one found). */
+  /** URL of the Source Description Index, when discovery read one (§8); its Source Descriptions were read too. */
+  readonly sourceDescriptionIndex?: string;
+  /** Every Capability List the Source Description lists (all of them, for an Index), or the one found. */
   readonly sets: readonly { readonly url: string; readonly name?: string }[];
   /** The chosen Capability List: the only one, or the one `set` selected. Absent when several and none chosen. */
   readonly set?: CapabilitySet;
@@ -58,6 +65,10 @@ export interface DiscoverOptions {
 
 /** Most entries read from a Source Description or Capability List. */
 const MAX_SMALL_DOCUMENT_ENTRIES = 100_000;
+/** Most Source Descriptions read from a Source Description Index (more are left out, with a warning). */
+const MAX_INDEXED_SOURCE_DESCRIPTIONS = 64;
+/** Most Capability Lists gathered from the Source Descriptions of an Index. */
+const MAX_INDEXED_SETS = 1_000_000;
 /** Bytes looked at to tell XML from HTML from text. */
 const SNIFF_BYTES = 1024;
 
@@ -366,7 +377,8 @@ function sniff(head: Buffer, contentType: string): Sniffed {
 
 /**
  * Discovers a Source's Capability List (and Source Description) from `url` (see the module comment).
- * Memory: the entries of one Source Description and one Capability List (at most 100,000 each), one HTML
+ * Memory: the entries of one Source Description and one Capability List (at most 100,000 each; for a Source
+ * Description Index, those of its Source Descriptions, at most 64, and at most 1,000,000 sets), one HTML
  * `<head>` or robots.txt (at most `maxHtmlBytes`); other documents are not read past their header.
  * At most `maxFetches` URLs are fetched, each once.
  *
@@ -390,7 +402,8 @@ export async function discover(
   const visited = new Set<string>();
   /** Origins that failed at the network level: not tried again. */
   const deadOrigins = new Set<string>();
-  const maxFetches = options.maxFetches ?? 16;
+  /** Raised by the Source Descriptions of an Index, which are read on top of the URLs discovery tries. */
+  let maxFetches = options.maxFetches ?? 16;
   const maxHtmlBytes = options.maxHtmlBytes ?? 512 * 1024;
   const signal = options.signal;
 
@@ -546,6 +559,8 @@ export async function discover(
           );
         return { sourceDescription: docUrl, sets: listed, set, tried };
       }
+      case 'source-description-index':
+        return fromSourceDescriptionIndex(docUrl, doc);
       case 'capability-list': {
         const set = await capabilitySetOf(docUrl, doc, capabilityListName(docUrl));
         const up = upLink(header, docUrl);
@@ -588,6 +603,65 @@ export async function discover(
         return { sets: [], direct: { url: docUrl, kind: header.kind }, tried };
       }
     }
+  };
+
+  /**
+   * A Source Description Index (§8): every Source Description it lists is read (at most
+   * {@link MAX_INDEXED_SOURCE_DESCRIPTIONS}; one that cannot be read is passed over with a warning) and the
+   * set is chosen among the Capability Lists of them all, as from one Source Description.
+   */
+  const fromSourceDescriptionIndex = async (indexUrl: string, doc: DocumentStream): Promise<DiscoveryResult> => {
+    const listed = (await readEntries(doc, indexUrl))
+      .filter((e) => e.loc !== '' && (e.md?.capability === undefined || e.md.capability === 'description'))
+      .map((e) => absolute(e.loc, indexUrl));
+    if (listed.length === 0)
+      throw new ResourceSyncError('RS_DISCOVERY', 'the Source Description Index lists no Source Description', {
+        url: indexUrl,
+      });
+    if (listed.length > MAX_INDEXED_SOURCE_DESCRIPTIONS)
+      warnings.push(
+        `${indexUrl}: lists ${listed.length} Source Descriptions; only the first ${MAX_INDEXED_SOURCE_DESCRIPTIONS} were read`,
+      );
+    const descriptions = listed.slice(0, MAX_INDEXED_SOURCE_DESCRIPTIONS);
+    maxFetches += descriptions.length;
+    const sets: SetCandidate[] = [];
+    for (const sdUrl of descriptions) {
+      const probe = await fetchProbe(sdUrl);
+      if (probe === undefined || probe.type !== 'document') {
+        warnings.push(`${indexUrl}: the Source Description ${sdUrl} could not be read`);
+        continue;
+      }
+      if (probe.doc.header.kind !== 'source-description') {
+        await probe.doc.entries.return();
+        warnings.push(`${indexUrl}: ${sdUrl} is a ${probe.doc.header.kind}, not a Source Description`);
+        continue;
+      }
+      for (const e of await readEntries(probe.doc, probe.url)) {
+        if (e.loc === '' || (e.md?.capability !== undefined && e.md.capability !== 'capabilitylist')) continue;
+        if (sets.length >= MAX_INDEXED_SETS)
+          throw new ResourceSyncError('RS_LIMIT', `more than ${MAX_INDEXED_SETS} Capability Lists`, { url: indexUrl });
+        const capUrl = absolute(e.loc, probe.url);
+        sets.push({ url: capUrl, name: capabilityListName(capUrl), entry: e });
+      }
+    }
+    if (sets.length === 0)
+      throw new ResourceSyncError(
+        'RS_DISCOVERY',
+        `no Capability List in the Source Descriptions of the Source Description Index; tried: ${tried.join('; ')}`,
+        { url: indexUrl },
+      );
+    const found = { sourceDescription: indexUrl, sourceDescriptionIndex: indexUrl };
+    const names = sets.map((c) => (c.name === undefined ? { url: c.url } : { url: c.url, name: c.name }));
+    const chosen = chooseSet(sets, options.set, indexUrl, tried, url);
+    if (chosen === undefined) return { ...found, sets: names, tried };
+    const set = await loadCapabilityList(chosen.url, chosen.name);
+    if (set === undefined)
+      throw new ResourceSyncError(
+        'RS_DISCOVERY',
+        `the Capability List ${chosen.url} listed under the Source Description Index could not be read; tried: ${tried.join('; ')}`,
+        { url: indexUrl },
+      );
+    return { ...found, sets: names, set, tried };
   };
 
   const loadCapabilityList = async (capUrl: string, name: string | undefined): Promise<CapabilitySet | undefined> => {

@@ -1,5 +1,6 @@
 /**
- * Generation of the Source's documents from a store snapshot: Source Description (§8), Capability List (§9),
+ * Generation of the Source's documents from a store snapshot: Source Description (§8; its Index past 50,000
+ * sets), Capability List (§9),
  * Resource List and Index (§10), Change List and Index (§12). Dumps are in `dumps.ts`.
  *
  * Every file is written atomically (temporary file + rename), parts before the index that lists them, so a
@@ -41,6 +42,11 @@ export interface SetInfo {
   readonly capabilities?: readonly SetCapability[];
   /** A WebSub hub for the set's notifications: `<rs:ln rel="hub">` on the Capability List and its `changelist` entry. */
   readonly hubUrl?: string;
+  /**
+   * The Source Description listing the set, when the Source publishes a Source Description Index (§8): the
+   * Capability List's `up` points there (default: the Source Description at the well-known URI).
+   */
+  readonly sourceDescriptionUrl?: string;
 }
 
 /** Limits of generated documents. */
@@ -158,22 +164,58 @@ export function changeEntry(base: URL, c: ChangeRecord, path?: string): Entry {
   return entry;
 }
 
-/** Writes the Source Description (§8): one entry per set's Capability List. */
+/**
+ * Which Source Description lists the set at `position` (0-based, in the Source Description's order) of
+ * `count` sets: 0 when one Source Description holds them all (at the well-known URI), else the 1-based number
+ * of the Source Description of the Source Description Index (§8) that lists it.
+ */
+export function sourceDescriptionPart(position: number, count: number, limits: DocumentLimits): number {
+  const max = limits.maxEntriesPerDocument;
+  return count <= max ? 0 : Math.floor(position / max) + 1;
+}
+
+/**
+ * Writes the Source Description (§8): one entry per set's Capability List. Past `maxEntriesPerDocument` sets
+ * (§6.1: 50,000 entries a document) it writes several Source Descriptions (`description-0001.xml` ... beside
+ * the sets' directories, each with `rs:ln rel="index"`, §6.2) and then the Source Description Index that
+ * groups them (§8: a `<sitemapindex>` with `rs:md capability="description"`) at the well-known URI; each
+ * Capability List's `up` then names the Source Description that lists it ({@link sourceDescriptionPart}).
+ * Only the entry limit splits (a Source Description entry is a few hundred bytes at most, far from 50 MB).
+ * Memory: the sets given (the entries are built one document at a time).
+ */
 export async function writeSourceDescription(
   ctx: GenerationContext,
   sets: readonly SetInfo[],
   describedBy?: string,
 ): Promise<WrittenFiles> {
+  const l = ctx.layout;
   const links = describedBy === undefined ? [] : [link('describedby', describedBy)];
-  const entries: Entry[] = sets.map((s) => ({
+  const entryOf = (s: SetInfo): Entry => ({
     element: 'url',
-    loc: ctx.layout.capabilityListUrl(s.name),
+    loc: l.capabilityListUrl(s.name),
     md: { capability: 'capabilitylist' },
     links: s.describedBy === undefined ? [] : [link('describedby', s.describedBy)],
-  }));
-  const path = ctx.layout.sourceDescriptionPath;
-  await writeDocumentFile(path, header('source-description', {}, links), entries, fsyncOpt(ctx));
-  return [path];
+  });
+  const path = l.sourceDescriptionPath;
+  const max = ctx.limits.maxEntriesPerDocument;
+  if (sets.length <= max) {
+    await writeDocumentFile(path, header('source-description', {}, links), sets.map(entryOf), fsyncOpt(ctx));
+    return [path];
+  }
+  // The Source Descriptions first, then the Index that lists them (nothing advertised before it exists).
+  const files: string[] = [];
+  const index: Entry[] = [];
+  for (let n = 1; (n - 1) * max < sets.length; n++) {
+    const part = l.sourceDescriptionPartPath(n);
+    const partLinks = [...links, link('index', l.sourceDescriptionUrl)];
+    const entries = sets.slice((n - 1) * max, n * max).map(entryOf);
+    await writeDocumentFile(part, header('source-description', {}, partLinks), entries, fsyncOpt(ctx));
+    files.push(part);
+    index.push({ element: 'sitemap', loc: l.sourceDescriptionPartUrl(n), links: [] });
+  }
+  await writeDocumentFile(path, header('source-description-index', {}, links), index, fsyncOpt(ctx));
+  files.push(path);
+  return files;
 }
 
 /** Writes a set's Capability List (§9): `up` to the Source Description, `describedby` when configured. */
@@ -181,7 +223,7 @@ export async function writeCapabilityList(ctx: GenerationContext, set: SetInfo):
   const l = ctx.layout;
   const links: Link[] = [];
   if (set.describedBy !== undefined) links.push(link('describedby', set.describedBy));
-  links.push(link('up', l.sourceDescriptionUrl));
+  links.push(link('up', set.sourceDescriptionUrl ?? l.sourceDescriptionUrl));
   if (set.hubUrl !== undefined) links.push(link('hub', set.hubUrl));
   const offered = set.capabilities ?? SET_CAPABILITIES;
   const entries: Entry[] = SET_CAPABILITIES.filter((cap) => offered.includes(cap)).map((cap) => ({

@@ -3,7 +3,8 @@
  * URL paths of the origin (so `publish` output can be served as is by any web server).
  *
  * ```
- * /.well-known/resourcesync                                   Source Description (§8, RFC 8615)
+ * /.well-known/resourcesync                                   Source Description (§8, RFC 8615), or its Index
+ * <base>resourcesync/description-0001.xml ...                 Source Descriptions of an Index (past 50,000 sets)
  * <base>resourcesync/<set>/capabilitylist.xml                 Capability List (§9)
  * <base>resourcesync/<set>/resourcelist.xml                   Resource List, or its Index (§10)
  * <base>resourcesync/<set>/resourcelist-0001.xml ...          parts of an Index
@@ -38,7 +39,10 @@ export type GroupKind =
 export interface DocumentTarget {
   readonly group: GroupKind;
   readonly setName?: string;
-  /** File name inside the set directory (or `resourcesync` for the Source Description). */
+  /**
+   * File name inside the set directory (or `resourcesync` for the Source Description or its Index,
+   * `description-0001.xml` for a Source Description listed by the Index).
+   */
   readonly file: string;
   /** Absolute path of the file under the site directory. */
   readonly path: string;
@@ -69,6 +73,20 @@ export class SiteLayout {
 
   get sourceDescriptionPath(): string {
     return join(this.siteDir, '.well-known', 'resourcesync');
+  }
+
+  /**
+   * URL of Source Description `n` (1-based) of a Source Description Index (§8: a Source with more sets than one
+   * document holds publishes several Source Descriptions, grouped by the Index at the well-known URI).
+   */
+  sourceDescriptionPartUrl(n: number): string {
+    return `${this.baseUrl.href}${DOCUMENTS_DIR}/${sourceDescriptionPartFile(n)}`;
+  }
+
+  /** File of Source Description `n` of a Source Description Index. */
+  sourceDescriptionPartPath(n: number): string {
+    const basePath = decodeURIComponent(this.baseUrl.pathname).replace(/^\/+/, '');
+    return join(this.siteDir, basePath, DOCUMENTS_DIR, sourceDescriptionPartFile(n));
   }
 
   /** URL of a file of a set's directory. */
@@ -117,12 +135,24 @@ export class SiteLayout {
     const prefix = `${basePath}${DOCUMENTS_DIR}/`;
     if (!rel.startsWith(prefix)) return undefined;
     const parts = rel.slice(prefix.length).split('/');
+    // A Source Description of an Index sits beside the sets' directories (a set is a directory, never a file).
+    if (parts.length === 1 && SOURCE_DESCRIPTION_PART.test(parts[0] as string)) {
+      const file = parts[0] as string;
+      return { group: 'description', file, path: join(this.siteDir, prefix, file) };
+    }
     if (parts.length !== 2) return undefined;
     const [setName, file] = parts as [string, string];
     const group = groupOf(file);
     if (group === undefined) return undefined;
     return { group, setName, file, path: this.path(setName, file) };
   }
+}
+
+/** File names of the Source Descriptions of a Source Description Index. */
+const SOURCE_DESCRIPTION_PART = /^description-\d{4,}\.xml$/;
+
+function sourceDescriptionPartFile(n: number): string {
+  return `description-${partName(n)}.xml`;
 }
 
 function groupOf(file: string): GroupKind | undefined {

@@ -30,6 +30,7 @@ import {
   writeCapabilityList,
   writeChangeLists,
   writeResourceList,
+  sourceDescriptionPart,
   writeSourceDescription,
 } from './documents.js';
 import {
@@ -261,6 +262,8 @@ export class Source {
   readonly #inflight = new Map<string, Promise<void>>();
   readonly #groups = new Map<string, GroupState>();
   readonly #sets = new Map<string, SetDefinition>();
+  /** Positions of the set names in {@link setNames} order, for the Source Description Index (see #sourceDescriptionPartOf). */
+  #setPositions: { readonly count: number; readonly positions: ReadonlyMap<string, number> } | undefined;
   #closed = false;
   #regenTimer: ReturnType<typeof setTimeout> | undefined;
   /** Groups to regenerate when changes settle, as `group:set` keys, in the order they must be generated. */
@@ -741,14 +744,33 @@ export class Source {
   #setInfo(name: string): SetInfo {
     const d = this.#sets.get(name);
     const describedBy = d?.describedBy ?? this.#options.describedBy;
+    const part = this.#sourceDescriptionPartOf(name);
     const base: SetInfo = {
       name,
       // A set without a description of its own is described by the Source's (§8, §9: describedby is recommended).
       ...(describedBy === undefined ? {} : { describedBy }),
       ...(this.#options.capabilities === undefined ? {} : { capabilities: this.#options.capabilities }),
+      // Behind a Source Description Index, `up` names the Source Description that lists the set.
+      ...(part === 0 ? {} : { sourceDescriptionUrl: this.layout.sourceDescriptionPartUrl(part) }),
     };
     const extras = this.#options.capabilityListExtras?.(name);
     return extras === undefined ? base : { ...base, ...extras };
+  }
+
+  /**
+   * The Source Description of a Source Description Index that lists a set (0: the one at the well-known URI
+   * lists every set). Positions follow {@link setNames}; sets are only ever added, so the sorted names are
+   * computed again only when their number changed.
+   */
+  #sourceDescriptionPartOf(name: string): number {
+    const count = this.#sets.size;
+    if (count <= this.#limits.maxEntriesPerDocument) return 0;
+    if (this.#setPositions?.count !== count) {
+      const positions = new Map<string, number>();
+      for (const [i, n] of this.setNames().entries()) positions.set(n, i);
+      this.#setPositions = { count, positions };
+    }
+    return sourceDescriptionPart(this.#setPositions.positions.get(name) ?? 0, count, this.#limits);
   }
 
   async #generate(

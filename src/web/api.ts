@@ -159,6 +159,7 @@ export async function apiDiscover(ctx: ExplorerContext, q: URLSearchParams): Pro
     return {
       start: url,
       sourceDescription: found.sourceDescription,
+      sourceDescriptionIndex: found.sourceDescriptionIndex,
       sets,
       set:
         found.set === undefined
@@ -306,6 +307,7 @@ class Range {
 }
 
 const INDEX_KINDS: ReadonlySet<DocumentKind> = new Set<DocumentKind>([
+  'source-description-index',
   'resource-list-index',
   'resource-dump-index',
   'change-list-index',

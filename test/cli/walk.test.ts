@@ -126,6 +126,43 @@ describe('walking a Source', () => {
     }
   });
 
+  it('walks from a Source Description Index (§8) into its Source Descriptions and on, checking the links between them', async () => {
+    const sd = pages['/.well-known/resourcesync'] as string;
+    pages['/sdi.xml'] = `<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex ${NS}><rs:md capability="description"/>
+<sitemap><loc>${base}/sd-a.xml</loc></sitemap><sitemap><loc>${base}/sd-b.xml</loc></sitemap><sitemap><loc>${base}/cl.xml</loc></sitemap></sitemapindex>\n`;
+    pages['/sd-a.xml'] = sd.replace(
+      '<rs:md capability="description"/>',
+      `<rs:ln rel="index" href="${base}/sdi.xml"/><rs:md capability="description"/>`,
+    );
+    pages['/sd-b.xml'] = sd.replace(`${base}/cl.xml`, `${base}/cl-b.xml`);
+    try {
+      const walk = walkDocuments(`${base}/sdi.xml`, { maxDocuments: 5 });
+      const seen: [string, number, string, string[]][] = [];
+      for await (const d of walk.documents) {
+        const o = d.outcome;
+        if ('result' in o)
+          seen.push([d.url.slice(base.length), d.depth, o.result.kind, o.result.issues.map((i) => i.code)]);
+        else seen.push([d.url.slice(base.length), d.depth, 'unreadable', [o.unreadable.code]]);
+      }
+      assert.deepEqual(seen, [
+        ['/sdi.xml', 0, 'source-description-index', []],
+        ['/sd-a.xml', 1, 'source-description', []],
+        ['/sd-b.xml', 1, 'source-description', ['index-link-recommended']],
+        // A Capability List where a Source Description should be; its up names the well-known one.
+        ['/cl.xml', 1, 'capability-list', ['capability-mismatch', 'index-link-recommended']],
+        ['/cl-b.xml', 2, 'unreadable', ['RS_HTTP']],
+      ]);
+      const io = capture();
+      assert.equal(await runInspect(`${base}/sdi.xml`, { walk: true, maxDocuments: 3 }, io), 0);
+      assert.match(
+        io.out(),
+        /^source-description-index .*\/sdi\.xml: 3 entries, 0 errors, 0 warnings\n {2}source-description .*\/sd-a\.xml/,
+      );
+    } finally {
+      for (const k of ['/sdi.xml', '/sd-a.xml', '/sd-b.xml']) delete pages[k];
+    }
+  });
+
   it('validate --walk reports every document and exits 1 on the errors; --max-documents bounds it', async () => {
     const io = capture();
     assert.equal(await runValidate([`${base}/cl.xml`], { walk: true }, io), 1);

@@ -66,6 +66,7 @@ const sourceDescription = (
 ) => doc('source-description', {}, links, entries);
 const sdEntry = (n: number, md: Metadata = { capability: 'capabilitylist' }) =>
   url(`http://example.com/cl${n}.xml`, md, [{ rel: 'describedby', href: `http://example.com/set${n}` }]);
+const sdIndex = (entries: Entry[], links: Link[] = []) => doc('source-description-index', {}, links, entries);
 const changeDump = (entries: Entry[]) => doc('change-dump', { from: T0 }, [UP], entries);
 const pkg = (n: number, md: Metadata) =>
   url(`http://example.com/p${n}.zip`, { type: 'application/zip', length: 10, ...md });
@@ -479,6 +480,58 @@ describe('validator rules', () => {
   }
 });
 
+describe('Source Description Index (§8, §6.1)', () => {
+  const XML = `<?xml version="1.0" encoding="UTF-8"?>
+<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/">
+  <rs:md capability="description"/>
+  <sitemap><loc>http://example.com/sd1.xml</loc></sitemap>
+  <sitemap><loc>http://example.com/sd2.xml</loc><rs:md capability="description"/></sitemap>
+</sitemapindex>
+`;
+  it('is a kind of its own: <sitemapindex> with rs:md capability="description", written and read back', async () => {
+    const { readDocument, serializeDocument } = await import('../../src/xml/index.js');
+    const d = await readDocument(Buffer.from(XML));
+    assert.equal(d.kind, 'source-description-index');
+    assert.equal(d.root, 'sitemapindex');
+    assert.deepEqual(check(d), { ...check(d), valid: true, kind: 'source-description-index', issues: [] });
+    const made = sdIndex([sitemap('http://example.com/sd1.xml'), sitemap('http://example.com/sd2.xml')]);
+    assert.equal(made.root, 'sitemapindex');
+    assert.equal(made.md?.capability, 'description');
+    const back = await readDocument(Buffer.from(serializeDocument(made)));
+    assert.equal(back.kind, 'source-description-index');
+    assert.deepEqual(
+      back.entries.map((e) => e.loc),
+      ['http://example.com/sd1.xml', 'http://example.com/sd2.xml'],
+    );
+  });
+  it('reports what breaks it, with its sections', () => {
+    const r = check(
+      sdIndex(
+        [
+          sitemap('http://example.com/sd1.xml', { capability: 'capabilitylist' }),
+          url('http://example.com/sd2.xml'),
+          sitemap('http://example.com/sd1.xml', { at: T0 }),
+        ],
+        [{ rel: 'up', href: SD }],
+      ),
+    );
+    assert.equal(r.valid, false);
+    const got = r.issues.map((i) => `${i.code} ${i.entry ?? '-'} ${i.section}`);
+    assert.deepEqual(got.sort(), [
+      'attribute-not-used 3 App. A',
+      'capability-entry-invalid 1 §6.1, §8',
+      'element-mismatch 2 §7',
+      'loc-duplicate 3 §8, §6.1',
+      'up-unexpected - §6.2, §8',
+    ]);
+    // --expect source-description on an index says so; an index of Capability Lists is no Source Description Index.
+    assert.deepEqual(
+      codes(check(sdIndex([sitemap('http://example.com/sd1.xml')]), { expectedKind: 'source-description' })),
+      ['kind-unexpected'],
+    );
+  });
+});
+
 describe('validator', () => {
   it('finds nothing wrong in clean documents of every kind', () => {
     const clean = [
@@ -489,6 +542,10 @@ describe('validator', () => {
       sourceDescription([sdEntry(1), sdEntry(2)]),
       changeDump([pkg(1, { from: T0, until: T1 }), pkg(2, { from: T1 })]),
       doc('resource-list-index', { at: T0 }, [UP], [sitemap('http://e.com/rl1.xml', { at: T0, completed: T1 })]),
+      sdIndex([
+        sitemap('http://example.com/sd1.xml'),
+        sitemap('http://example.com/sd2.xml', { capability: 'description' }),
+      ]),
       notification([res(1, { change: 'updated', hash: `md5:${MD5}`, length: 3, type: 'text/plain' })]),
     ];
     for (const d of clean) assert.deepEqual(check(d).issues, [], d.kind);

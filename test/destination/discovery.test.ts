@@ -181,6 +181,55 @@ describe('discover', () => {
     );
   });
 
+  it('reads a Source Description Index (§8), given directly or at the well-known URI: the sets of all its Source Descriptions, --set chooses', async () => {
+    const sd = (sets: string[]) =>
+      urlset(
+        'capability="description"',
+        ln('index', `${base}/sdi/.well-known/resourcesync`),
+        sets.map((x) => url(`${base}/${x}/capabilitylist.xml`, 'capability="capabilitylist"')).join(''),
+      );
+    docs.set('/sdi/sd1.xml', { body: sd(['set1']) });
+    docs.set('/sdi/sd2.xml', { body: sd(['set2']) });
+    docs.set('/sdi/.well-known/resourcesync', {
+      body: index(
+        'capability="description"',
+        '',
+        `<sitemap><loc>${base}/sdi/sd1.xml</loc></sitemap><sitemap><loc>${base}/sdi/sd2.xml</loc><rs:md capability="description"/></sitemap>`,
+      ),
+    });
+    try {
+      for (const start of [`${base}/sdi/`, `${base}/sdi/.well-known/resourcesync`]) {
+        const r = await discover(start, client);
+        assert.equal(r.sourceDescriptionIndex, `${base}/sdi/.well-known/resourcesync`, start);
+        assert.equal(r.sourceDescription, `${base}/sdi/.well-known/resourcesync`);
+        assert.deepEqual(
+          r.sets.map((x) => x.name),
+          ['set1', 'set2'],
+        );
+        assert.equal(r.set, undefined, 'several sets, none chosen');
+        const r2 = await discover(start, client, { set: 'set2' });
+        assert.equal(r2.set?.url, `${base}/set2/capabilitylist.xml`);
+        assert.deepEqual(r2.set?.capabilities.get('resourcelist'), [`${base}/set2/resourcelist.xml`]);
+      }
+      await assert.rejects(
+        discover(`${base}/sdi/`, client, { set: 'nope' }),
+        (e: unknown) => isResourceSyncError(e, 'RS_DISCOVERY') && /set1.*set2/.test(e.message),
+      );
+      // A Source Description of the Index that cannot be read is passed over, with a warning.
+      docs.delete('/sdi/sd1.xml');
+      const r3 = await discover(`${base}/sdi/`, client);
+      assert.equal(r3.set?.url, `${base}/set2/capabilitylist.xml`, 'the one set left is chosen');
+      assert.match((r3.warnings ?? []).join('\n'), /sd1\.xml could not be read/);
+      docs.delete('/sdi/sd2.xml');
+      await assert.rejects(
+        discover(`${base}/sdi/.well-known/resourcesync`, client),
+        (e: unknown) => isResourceSyncError(e, 'RS_DISCOVERY') && /no Capability List/.test(e.message),
+      );
+    } finally {
+      for (const k of ['/sdi/sd1.xml', '/sdi/sd2.xml', '/sdi/.well-known/resourcesync']) docs.delete(k);
+    }
+  });
+
   it('finds the well-known URI under a path, then at the root', async () => {
     docs.set('/sub/.well-known/resourcesync', {
       body: urlset(

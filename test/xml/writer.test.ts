@@ -286,7 +286,7 @@ function compact<T extends object>(o: T): T {
 
 const metadata: fc.Arbitrary<Metadata> = fc
   .record({
-    capability: opt(fc.constantFrom('resourcelist', 'changelist', 'x&y')),
+    capability: opt(fc.constantFrom('resourcelist', 'changelist', 'description', 'capabilitylist', 'x&y')),
     at: opt(datetime),
     completed: opt(datetime),
     from: opt(datetime),

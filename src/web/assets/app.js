@@ -67,6 +67,7 @@ function formatBytes(n) {
 
 const KIND_NAMES = {
   'source-description': 'Source Description',
+  'source-description-index': 'Source Description Index',
   'capability-list': 'Capability List',
   'resource-list': 'Resource List',
   'resource-list-index': 'Resource List Index',
@@ -80,6 +81,7 @@ const KIND_NAMES = {
   'change-dump-manifest': 'Change Dump Manifest',
 };
 const CAPABILITY_NAMES = {
+  description: 'Source Description',
   capabilitylist: 'Capability List',
   resourcelist: 'Resource List',
   resourcedump: 'Resource Dump',
@@ -316,7 +318,8 @@ async function explore(url) {
   }
   if (url === undefined && found.start !== undefined) $('start-url').value = found.start;
   if (found.sourceDescription !== undefined) {
-    const sd = treeNode(found.sourceDescription, 'Source Description', undefined, 0);
+    const top = found.sourceDescriptionIndex === undefined ? 'Source Description' : 'Source Description Index';
+    const sd = treeNode(found.sourceDescription, top, undefined, 0);
     treeRoots.push(sd);
     $('tree').append(sd.li);
     await sd.expand();
