@@ -60,7 +60,7 @@ export interface LiveSourceOptions {
   readonly changeListMaxEntries?: number;
   /** Open a new Change List once a change comes this long after the open one's `from` (default: never). */
   readonly changeListPeriodMs?: number;
-  /** `--ingest-token`: accept pushed changes at `/resourcesync/ingest` with this bearer token (`ingest.ts`). */
+  /** `--ingest-token`: accept pushed changes at `<base>resourcesync/ingest` with this bearer token (`ingest.ts`). */
   readonly ingestToken?: string;
 }
 
@@ -344,9 +344,12 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
     started = true;
     if (o.explorer !== false)
       explorer = (await import('../web/mount.js')).mountExplorer(server.handler, { baseUrl, listenUrl: address.url });
-    if (o.ingestToken !== undefined)
+    // Under the base URL, as the help says (`<base>resourcesync/ingest`): behind a proxy that forwards the base
+    // path, the route is reachable where the documents are.
+    const ingestUrl = o.ingestToken === undefined ? undefined : new URL(INGEST_PATH.slice(1), site.baseUrl);
+    if (o.ingestToken !== undefined && ingestUrl !== undefined)
       server.handler.mount(
-        INGEST_PATH,
+        ingestUrl.pathname,
         createIngestRoute({ token: o.ingestToken, baseUrl: site.baseUrl, apply: directoryIngest(site) }),
         { methods: ['POST'] },
       );
@@ -381,6 +384,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
           channels,
           ...(hubUrl === undefined ? {} : { hub: hubUrl }),
           ...(explorer === undefined ? {} : { explorer: explorer.url }),
+          ...(ingestUrl === undefined ? {} : { ingest: ingestUrl.href }),
         },
         '',
       );
@@ -396,6 +400,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
         ...channels.map((u) => `  Change channel      ${u}`),
         ...(hubUrl === undefined ? [] : [`  WebSub hub          ${hubUrl}`]),
         ...(explorer === undefined ? [] : [`  Explorer            ${explorer.url}`]),
+        ...(ingestUrl === undefined ? [] : [`  Push (ingest)       ${ingestUrl.href}`]),
         o.watch ? '  watching for changes; Ctrl-C to stop' : '  not watching (--no-watch); Ctrl-C to stop',
         ...(o.hints ?? []).map((h) => h.replaceAll('{url}', address.url)),
       ];

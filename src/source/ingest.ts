@@ -40,7 +40,7 @@ import type { RouteHandler, RouteRequest, SourceResponse } from './http/handler.
 import { isSafeRelativePath, requestRelativePath } from './paths.js';
 import type { ResourceLink } from './store.js';
 
-/** Where `serve` mounts the route. */
+/** The route's path: `serve` mounts it under the base URL's path (`<base>resourcesync/ingest`). */
 export const INGEST_PATH = '/resourcesync/ingest';
 
 /** Options of {@link createIngestRoute}. */

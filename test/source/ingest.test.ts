@@ -429,4 +429,67 @@ describe('serve <dir> --ingest-token (the push API of the directory Source)', ()
       await cleanup();
     }
   });
+
+  it('mounts the route under the base URL with a path (<base>resourcesync/ingest), as the help says', async () => {
+    const { spawn } = await import('node:child_process');
+    const { mkdir, writeFile } = await import('node:fs/promises');
+    const { fileURLToPath } = await import('node:url');
+    const { dirname } = await import('node:path');
+    const { setTimeout: sleep } = await import('node:timers/promises');
+    const main = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'cli', 'main.js');
+    const { dir, cleanup } = await tempDir();
+    const coll = join(dir, 'coll');
+    await mkdir(coll);
+    await writeFile(join(coll, 'a.txt'), 'a');
+    const args = ['serve', coll, '--port', '0', '--json', '--no-watch', '--no-notify', '--no-explorer'];
+    const child = spawn(
+      process.execPath,
+      [
+        main,
+        ...args,
+        '--base-url',
+        'http://repo.example.org/pub/',
+        '--state',
+        join(dir, 'state'),
+        '--ingest-token',
+        TOKEN,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    try {
+      const end = Date.now() + 60_000;
+      let listening: { url: string; ingest?: string } | undefined;
+      while (listening === undefined) {
+        const line = out.split('\n').find((l) => l.includes('"listening"'));
+        if (line !== undefined) listening = JSON.parse(line) as { url: string; ingest?: string };
+        else if (Date.now() > end || child.exitCode !== null) throw new Error(`serve did not start: ${out}`);
+        else await sleep(50);
+      }
+      assert.equal(listening.ingest, 'http://repo.example.org/pub/resourcesync/ingest');
+      await writeFile(join(coll, 'b.txt'), 'b');
+      const push = (path: string) =>
+        fetch(`${listening.url}${path}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/x-ndjson' },
+          body: `${JSON.stringify({ uri: 'http://repo.example.org/pub/b.txt', change: 'created' })}\n`,
+        });
+      const res = await push('pub/resourcesync/ingest');
+      assert.equal(res.status, 200, await res.clone().text());
+      assert.deepEqual(await res.json(), { checked: 1, created: 1, updated: 0, deleted: 0 });
+      const outside = await push('resourcesync/ingest');
+      assert.notEqual(outside.status, 200, 'not mounted outside the base path');
+      await outside.body?.cancel();
+    } finally {
+      if (child.exitCode === null) {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGTERM');
+        await exited;
+      }
+      await cleanup();
+    }
+  });
 });
