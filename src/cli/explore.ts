@@ -21,6 +21,8 @@ export interface ExploreOptions {
   readonly host: string;
   readonly token?: string;
   readonly headers?: Readonly<Record<string, string>>;
+  /** More hosts that get `token` and `headers` (`--token-host`), besides the Source's origin. */
+  readonly tokenHosts?: readonly string[];
   readonly json?: boolean;
   /** Resolves when the explorer should stop (default: SIGINT or SIGTERM). */
   readonly until?: Promise<void>;
@@ -43,6 +45,7 @@ export async function runExplore(o: ExploreOptions): Promise<void> {
     throw new ResourceSyncError('RS_CONFIG', `only http and https Sources can be explored: ${o.url}`);
   const client = new ConfinedClient({
     credentialsOrigin: start.origin,
+    ...(o.tokenHosts === undefined ? {} : { credentialHosts: o.tokenHosts }),
     ...(o.token === undefined ? {} : { bearerToken: o.token }),
     ...(o.headers === undefined ? {} : { headers: o.headers }),
   });
@@ -89,8 +92,14 @@ export function register(program: Command): void {
       'address to listen on (keep it loopback: the page fetches URLs for its visitors)',
       '127.0.0.1',
     )
-    .option('--token <token>', "bearer token sent to the Source's origin (never to other hosts)")
+    .option('--token <token>', "bearer token sent to the Source's origin (see --token-host)")
     .option('--header <header>', "extra request header 'Name: value' for the Source's origin (repeatable)", collect, [])
+    .option(
+      '--token-host <host>',
+      'send --token and --header to this host too (host, host:port or origin; repeatable); by default they go only to the origin of <url>, as for sync',
+      collect,
+      [],
+    )
     .option('--json', 'print the listening line as JSON')
     .addHelpText(
       'after',
@@ -113,6 +122,7 @@ export function register(program: Command): void {
           port,
           host: String(o['host']),
           headers,
+          tokenHosts: o['tokenHost'] as string[],
           ...(typeof o['token'] === 'string' ? { token: o['token'] } : {}),
           json: o['json'] === true,
         });

@@ -55,6 +55,42 @@ describe('resourcesync explore', () => {
     assert.equal(await run.exit, 0);
   });
 
+  it('sends --token to the hosts --token-host names, and to no other', async () => {
+    const named = await startStatic({});
+    const unnamed = await startStatic({});
+    named.files.set('/x.txt', { body: 'x' });
+    unnamed.files.set('/y.txt', { body: 'y' });
+    try {
+      const host = new URL(named.url).host;
+      const run = runCli([
+        'explore',
+        `${site.url}cap.xml`,
+        '--port',
+        '0',
+        '--json',
+        '--token',
+        't0k',
+        '--token-host',
+        host,
+      ]);
+      const page = String((await waitForEvent(run, 'listening')).url);
+      for (const url of [`${named.url}x.txt`, `${unnamed.url}y.txt`]) {
+        const res = await fetch(`${page}api/fixity?${new URLSearchParams({ url })}`);
+        assert.equal(res.status, 200, url);
+        await res.arrayBuffer();
+      }
+      assert.equal(named.requests.length, 1);
+      assert.equal(named.requests[0]?.headers.authorization, 'Bearer t0k');
+      assert.equal(unnamed.requests.length, 1);
+      assert.equal(unnamed.requests[0]?.headers.authorization, undefined);
+      run.child.kill('SIGTERM');
+      assert.equal(await run.exit, 0);
+    } finally {
+      await named.close();
+      await unnamed.close();
+    }
+  });
+
   it('exits 2 on bad arguments', async () => {
     const badPort = runCli(['explore', site.url, '--port', 'x']);
     assert.equal(await badPort.exit, 2);
