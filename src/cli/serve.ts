@@ -29,6 +29,11 @@ export interface LiveSourceOptions {
   readonly stateDir?: string;
   /** `--store`: a postgres:// URL (default: RESOURCESYNC_STORE, else SQLite in the state directory). */
   readonly store?: string;
+  /**
+   * `--site-dir`: where generated documents and dump packages are written (default `<state>/site`). Several
+   * processes on one store given one shared directory generate each document and dump once (see `source.ts`).
+   */
+  readonly siteDir?: string;
   readonly sets?: 'top-level';
   readonly watch: boolean;
   readonly rescanSeconds?: number;
@@ -78,6 +83,7 @@ interface ServeCliOptions {
   readonly host: string;
   readonly state?: string;
   readonly store?: string;
+  readonly siteDir?: string;
   readonly sets?: string;
   readonly htmlLinks?: boolean;
   readonly watch: boolean;
@@ -309,6 +315,8 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
       onWarning: warn,
       stateDir,
       ...(o.store === undefined ? {} : { store: o.store }),
+      // A shared site directory: generation locks beside the documents when the store has none (SQLite).
+      ...(o.siteDir === undefined ? {} : { siteDir: resolve(o.siteDir), lockDir: join(resolve(o.siteDir), '.locks') }),
       ...(o.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
       ...(o.rescanSeconds === undefined ? {} : { rescanIntervalMs: o.rescanSeconds * 1000 }),
       limits: {
@@ -340,6 +348,9 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
     }
     // Opening scans the tree against the stored inventory (the first scan of a new state is the baseline).
     site = await openDirectorySource(options);
+    // With --log, each document group generated (or taken over from another process sharing --site-dir).
+    if (o.log && o.json)
+      site.source.onGeneration((e) => process.stdout.write(`${JSON.stringify({ event: 'generated', ...e })}\n`));
     resolveSite(site);
     started = true;
     if (o.explorer !== false)
@@ -438,6 +449,10 @@ export function register(program: Command): void {
     .option(
       '--store <url>',
       'keep the inventory and change log in PostgreSQL, shared by several serve processes: postgres://user@host:port/db?schema=name (default: $RESOURCESYNC_STORE, else SQLite in --state)',
+    )
+    .option(
+      '--site-dir <dir>',
+      'where generated documents and dumps are written (default: <state>/site); give several serve processes on one --store the same shared directory so that each is generated once',
     )
     .option('--sets <mode>', 'resource sets: "top-level" gives one Capability List per top-level folder')
     // Kept so that scripts using it still run: HTML is served unaltered (see the warning).
@@ -563,6 +578,7 @@ export function register(program: Command): void {
         ...(opts.index === undefined ? {} : { directoryIndex: opts.index }),
         ...(opts.state === undefined ? {} : { stateDir: opts.state }),
         ...(opts.store === undefined ? {} : { store: opts.store }),
+        ...(opts.siteDir === undefined ? {} : { siteDir: opts.siteDir }),
         ...(opts.sets === 'top-level' ? { sets: 'top-level' as const } : {}),
         ...(opts.rescan === undefined ? {} : { rescanSeconds: parseWholeNumber('rescan', opts.rescan, 1, 86_400) }),
         ...(opts.changelistMaxEntries === undefined ? {} : { changeListMaxEntries: opts.changelistMaxEntries }),

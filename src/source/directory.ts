@@ -67,6 +67,11 @@ export interface DirectorySourceOptions {
   readonly debounceMs?: number;
   /** Where generated documents go (default `<stateDir>/site`; `publish` points it at the output). */
   readonly siteDir?: string;
+  /**
+   * Generation locks as files, for a `siteDir` shared by several processes over a store without locks of its
+   * own (see {@link SourceOptions.lockDir}; a PostgreSQL store locks in the database). Default: none.
+   */
+  readonly lockDir?: string;
   /** Directories inside the tree never scanned (besides hidden ones and the state dir). */
   readonly exclude?: readonly string[];
   /** Bound of kept bitstream versions for Change Dumps (default 1 GiB; 0 keeps none). */
@@ -250,6 +255,7 @@ export async function openDirectorySource(options: DirectorySourceOptions): Prom
       ...(options.limits === undefined ? {} : { limits: options.limits }),
       ...(options.fsync === undefined ? {} : { fsync: options.fsync }),
       ...(options.regenerateAfterMs === undefined ? {} : { regenerateAfterMs: options.regenerateAfterMs }),
+      ...(options.lockDir === undefined ? {} : { lockDir: resolve(options.lockDir) }),
       onWarning,
       currentContent: async (r) => {
         const abs = join(root, r.uri);

@@ -37,6 +37,7 @@ import type {
   ChangeRecord,
   RecordOptions,
   ResourceRecord,
+  SharedLock,
   SourceStore,
   StoreHead,
   StoreSnapshot,
@@ -317,6 +318,9 @@ export class PgStore implements SourceStore {
   #own: [number, number][] = [];
   /** Catch-ups run one after the other, in notice order. */
   #catchUp: Promise<void> = Promise.resolve();
+  /** The connection holding the locks of {@link lockShared}, and those locks by key. */
+  #lockClient: Promise<pg.Client> | undefined;
+  readonly #heldNames = new Map<string, { held: boolean }>();
 
   constructor(pool: pg.Pool, schema: string, location: string, options: PgStoreOptions, clientConfig: pg.ClientConfig) {
     this.#clientConfig = clientConfig;
@@ -844,6 +848,89 @@ export class PgStore implements SourceStore {
   }
 
   /**
+   * Takes the exclusive lock `name` of this Source (see {@link SourceStore.lockShared}): a session-level
+   * advisory lock keyed by `hashtextextended(schema, name)`, held on one extra connection of this handle (opened
+   * on first use, shared by all its locks). Polls `pg_try_advisory_lock` (20 ms, doubling to 250 ms) for up to
+   * `waitMs`, so waiting for one lock never holds up another on the same connection. A name already held through
+   * this handle waits too (advisory locks are re-entrant per session; these are not). When the process dies its
+   * connection closes and PostgreSQL frees the locks; when the connection breaks, its locks are marked lost
+   * (`held` false) and the next call opens a new one.
+   *
+   * @throws ResourceSyncError `RS_STORE` when the server cannot be reached for longer than `waitMs`.
+   */
+  async lockShared(name: string, waitMs: number): Promise<SharedLock | undefined> {
+    this.#check();
+    const key = `${this.schema}\n${name}`;
+    const deadline = Date.now() + Math.max(0, waitMs);
+    let delay = 20;
+    for (;;) {
+      if (!this.#heldNames.has(key)) {
+        let conn: Promise<pg.Client> | undefined;
+        try {
+          conn = this.#lockConnection();
+          const c = await conn;
+          const r = await c.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [
+            key,
+          ]);
+          // Taken meanwhile by another call of this handle (both asked at once): given back (one count of two).
+          if (r.rows[0]?.ok === true && this.#heldNames.has(key))
+            await c.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]);
+          else if (r.rows[0]?.ok === true) return this.#heldLock(key, conn, c);
+        } catch (e) {
+          if (conn !== undefined) this.#dropLockConnection(conn);
+          if (!isConnectionError(e) || this.#closed || Date.now() + delay > deadline)
+            throw this.#error(`take the lock ${JSON.stringify(name)}`, e);
+        }
+      }
+      if (Date.now() + delay > deadline) return undefined;
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 250);
+    }
+  }
+
+  #heldLock(key: string, conn: Promise<pg.Client>, c: pg.Client): SharedLock {
+    const lock = {
+      held: true,
+      release: async (): Promise<void> => {
+        if (!this.#heldNames.has(key) || this.#heldNames.get(key) !== lock) return;
+        this.#heldNames.delete(key);
+        if (!lock.held) return;
+        lock.held = false;
+        // Only on the connection it was taken on (a new one does not hold it).
+        if (this.#lockClient === conn)
+          await c.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]).catch(() => {
+            this.#dropLockConnection(conn);
+          });
+      },
+    };
+    this.#heldNames.set(key, lock);
+    return lock;
+  }
+
+  #lockConnection(): Promise<pg.Client> {
+    if (this.#lockClient !== undefined) return this.#lockClient;
+    const client = new pg.Client(this.#clientConfig);
+    const conn = client.connect().then(() => client);
+    this.#lockClient = conn;
+    const lost = (): void => this.#dropLockConnection(conn);
+    client.on('error', lost);
+    client.on('end', lost);
+    conn.catch(lost);
+    return conn;
+  }
+
+  /** Forgets a lock connection that broke (or is closed): its locks are lost (PostgreSQL freed them). */
+  #dropLockConnection(conn: Promise<pg.Client>): void {
+    if (this.#lockClient !== conn) return;
+    this.#lockClient = undefined;
+    for (const [key, lock] of this.#heldNames) {
+      lock.held = false;
+      this.#heldNames.delete(key);
+    }
+    void conn.then((c) => c.end()).catch(() => {});
+  }
+
+  /**
    * Tells `listener` of the changes other processes (other handles) record in this Source, in seq order, each
    * once, through LISTEN/NOTIFY on one extra connection (reconnected with back-off when it breaks; what was
    * recorded meanwhile is read from the log then). This handle's own batches are not told back. Returns a
@@ -955,6 +1042,7 @@ export class PgStore implements SourceStore {
     this.#closed = true;
     this.#watchers.clear();
     this.#unlisten();
+    if (this.#lockClient !== undefined) this.#dropLockConnection(this.#lockClient);
     for (const snap of [...this.#snapshots]) await snap.close();
     await this.#pool.end();
   }

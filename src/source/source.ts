@@ -11,14 +11,16 @@
  *
  * @module
  */
-import { stat } from 'node:fs/promises';
-import { basename } from 'node:path';
+import { createHash } from 'node:crypto';
+import { mkdir, stat } from 'node:fs/promises';
+import { basename, join } from 'node:path';
 import type { ChangeType, FrameworkCapability } from '../core/constants.js';
 import { XML_MEDIA_TYPE, ZIP_MEDIA_TYPE } from '../core/constants.js';
 import { datetimeMs, formatDatetime } from '../core/datetime.js';
 import { ResourceSyncError } from '../core/errors.js';
 import { formatHashes, type Hashes } from '../core/hash.js';
 import { createMultiHasher } from '../io/hashing.js';
+import { lockFile } from '../io/lock.js';
 import type { BlobStore } from './blobs.js';
 import {
   type ChangeListDoc,
@@ -53,6 +55,7 @@ import type {
   ResourceLink,
   ResourceRecord,
   RotationPolicy,
+  SharedLock,
   SourceStore,
   StoreSnapshot,
 } from './store.js';
@@ -182,6 +185,33 @@ export interface SourceOptions {
    * a regeneration every 10 quiet times.
    */
   readonly regenerateAfterMs?: number;
+  /**
+   * Where generation locks are kept as files when the store has none of its own ({@link SourceStore.lockShared},
+   * PostgreSQL): a directory shared by every process (on one host) that generates into the same `siteDir` over
+   * one store. Default: none (one process per site directory, as with SQLite in a state directory).
+   */
+  readonly lockDir?: string;
+  /**
+   * How long a generation waits for another process generating the same group into the same site directory
+   * (default 60,000 ms); then what is on disk is served (an error when there is nothing yet).
+   */
+  readonly lockWaitMs?: number;
+}
+
+/**
+ * A document group brought up to date, as told to {@link Source.onGeneration} listeners: generated here, or
+ * `adopted` (another process sharing the store and the site directory generated it; this one took its result).
+ */
+export interface GenerationEvent {
+  /** The group: `resourcelist:<set>`, `changedump:<set>`, `capabilitylist:<set>`, `description`. */
+  readonly key: string;
+  /** What it was built from (the set's version in the store; for the description and Capability Lists, their content). */
+  readonly version: string;
+  readonly adopted: boolean;
+  /** Time taken, lock wait included (ms). */
+  readonly ms: number;
+  /** Files of the group (documents, packages, manifest copies). */
+  readonly files: number;
 }
 
 /** A change to record through the library API. */
@@ -234,6 +264,8 @@ interface GroupState {
    * when it closes).
    */
   openDumps?: Record<string, ChangeDumpPackage[]>;
+  /** Change Lists: the files the generation wrote (the others were reused), when not all of them. */
+  written?: string[];
 }
 
 /**
@@ -273,6 +305,9 @@ export class Source {
   #regenRunning: Promise<void> | undefined;
   /** Change List and Change Dump groups (`group:set`) requested since their last generation. */
   readonly #wanted = new Set<string>();
+  readonly #generationListeners = new Set<(e: GenerationEvent) => void>();
+  /** Writes of the saved group states, one at a time in this process (each reads, changes one group, writes). */
+  #saving: Promise<void> = Promise.resolve();
 
   private constructor(options: SourceOptions) {
     this.#options = options;
@@ -364,6 +399,25 @@ export class Source {
   onDocuments(listener: (events: readonly DocumentEvent[]) => void): () => void {
     this.#documentListeners.add(listener);
     return () => this.#documentListeners.delete(listener);
+  }
+
+  /**
+   * Listen to generations (see {@link GenerationEvent}): each group brought up to date, generated here or taken
+   * over from another process sharing the store and the site directory. Returns an unsubscribe function.
+   */
+  onGeneration(listener: (e: GenerationEvent) => void): () => void {
+    this.#generationListeners.add(listener);
+    return () => this.#generationListeners.delete(listener);
+  }
+
+  #emitGeneration(e: GenerationEvent): void {
+    for (const l of this.#generationListeners) {
+      try {
+        l(e);
+      } catch (err) {
+        this.#warn(`a generation listener failed: ${(err as Error).message}`);
+      }
+    }
   }
 
   #emitDocuments(events: readonly DocumentEvent[]): void {
@@ -623,7 +677,9 @@ export class Source {
       background && group !== 'changedump'
         ? new Promise<void>((r) => setTimeout(r, BACKGROUND_DELAY_MS))
         : Promise.resolve();
-    const p = start.then(() => this.#generate(key, group, setName, state)).finally(() => this.#inflight.delete(key));
+    const p = start
+      .then(() => this.#generateOnce(key, group, setName, state))
+      .finally(() => this.#inflight.delete(key));
     this.#inflight.set(key, p);
     if (background) {
       p.catch((e: unknown) => this.#warn(`regenerating ${key} failed: ${(e as Error).message}`));
@@ -778,7 +834,7 @@ export class Source {
     group: GroupKind,
     setName: string | undefined,
     state: GroupState | undefined,
-  ): Promise<void> {
+  ): Promise<GroupState> {
     const started = Date.now();
     const ctx = this.#ctx();
     let files: string[] = [];
@@ -896,11 +952,133 @@ export class Source {
       previous: dumps ? previous : [],
       durationMs: Date.now() - started,
       ...(extra ?? {}),
+      // What a process taking this generation over announces (see #generateOnce): the Change Lists written.
+      ...(written === undefined ? {} : { written }),
     };
     this.#groups.set(key, next);
-    await this.store.setMeta(this.#metaKey(), JSON.stringify(Object.fromEntries(this.#groups)));
+    await this.#saveGroup(key, next);
     if (this.#documentListeners.size > 0)
       this.#emitDocuments(this.#documentEvents(group, setName, state, next, written ?? files));
+    return next;
+  }
+
+  /**
+   * Generates a group once across the processes that share the store and the site directory: under the group's
+   * lock ({@link #lock}), the state saved in the store is read first; when another process generated the group
+   * from the current version meanwhile, its files are taken as they are (adopted), else it is generated here.
+   * When the lock cannot be had within {@link SourceOptions.lockWaitMs}, what is on disk is served.
+   */
+  async #generateOnce(
+    key: string,
+    group: GroupKind,
+    setName: string | undefined,
+    state: GroupState | undefined,
+  ): Promise<void> {
+    const started = Date.now();
+    const wait = this.#options.lockWaitMs ?? 60_000;
+    const lock = await this.#lock(`documents ${this.layout.siteDir} ${key}`, wait);
+    if (lock === undefined) {
+      const saved = (await this.#savedGroups())[key];
+      if (saved !== undefined) this.#groups.set(key, saved);
+      if (await this.#mainExists(group, setName)) {
+        this.#warn(`${key} is being generated by another process for more than ${wait} ms: serving it as it is`);
+        return;
+      }
+      throw new ResourceSyncError('RS_TIMEOUT', `${key} is being generated by another process for more than ${wait} ms`);
+    }
+    try {
+      const saved = (await this.#savedGroups())[key];
+      if (saved !== undefined && (await this.#fresh(key, group, setName, saved))) {
+        this.#groups.set(key, saved);
+        if (this.#documentListeners.size > 0)
+          this.#emitDocuments(this.#documentEvents(group, setName, state, saved, saved.written ?? saved.files));
+        this.#emitGeneration({
+          key,
+          version: versionPart(saved.version),
+          adopted: true,
+          ms: Date.now() - started,
+          files: saved.files.length,
+        });
+        return;
+      }
+      const next = await this.#generate(key, group, setName, saved ?? state);
+      this.#emitGeneration({
+        key,
+        version: versionPart(next.version),
+        adopted: false,
+        ms: Date.now() - started,
+        files: next.files.length,
+      });
+    } finally {
+      await lock.release();
+    }
+  }
+
+  /**
+   * The lock `name` across processes: the store's ({@link SourceStore.lockShared}, PostgreSQL), else a lock
+   * file in {@link SourceOptions.lockDir}, else none (this process alone generates into the site directory;
+   * its own callers share one generation through {@link ensure}). undefined when not had within `waitMs`.
+   */
+  async #lock(name: string, waitMs: number): Promise<SharedLock | undefined> {
+    if (this.store.lockShared !== undefined) return this.store.lockShared(name, waitMs);
+    const dir = this.#options.lockDir;
+    if (dir === undefined) return { held: true, release: async () => {} };
+    await mkdir(dir, { recursive: true });
+    const path = join(dir, `${createHash('sha256').update(name).digest('hex').slice(0, 32)}.lock`);
+    const deadline = Date.now() + waitMs;
+    let delay = 20;
+    for (;;) {
+      try {
+        const f = lockFile(path, { what: name });
+        let held = true;
+        return {
+          get held() {
+            return held;
+          },
+          release: async () => {
+            held = false;
+            f.release();
+          },
+        };
+      } catch (e) {
+        // RS_CONFIG: held by another live process (or another holder in this one); anything else is an error.
+        if (!(e instanceof ResourceSyncError && e.code === 'RS_CONFIG')) throw e;
+      }
+      if (Date.now() + delay > deadline) return undefined;
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 250);
+    }
+  }
+
+  /** The group states saved in the store (by any process generating into this site directory). */
+  async #savedGroups(): Promise<Record<string, GroupState>> {
+    const saved = await this.store.getMeta(this.#metaKey());
+    if (saved === undefined) return {};
+    try {
+      const parsed = JSON.parse(saved) as unknown;
+      return typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, GroupState>) : {};
+    } catch {
+      return {};
+    }
+  }
+
+  /**
+   * Saves one group's state: the saved record is read and only this group replaced (other processes save
+   * theirs), under a lock of the record ({@link #lock}) and one write at a time in this process.
+   */
+  async #saveGroup(key: string, next: GroupState): Promise<void> {
+    const run = this.#saving.then(async () => {
+      const lock = await this.#lock(`documents ${this.layout.siteDir}`, this.#options.lockWaitMs ?? 60_000);
+      try {
+        const all = await this.#savedGroups();
+        all[key] = next;
+        await this.store.setMeta(this.#metaKey(), JSON.stringify(all));
+      } finally {
+        await lock?.release();
+      }
+    });
+    this.#saving = run.catch(() => {});
+    return run;
   }
 
   /** What a generation published, compared with the previous one (see {@link DocumentEvent}). */
@@ -998,9 +1176,11 @@ export class Source {
       this.#wanted.add(`${target.group}:${target.setName}`);
     if (!isPackage) await this.ensure(target.group, target.setName, true);
     else {
-      const state = this.#groups.get(`${target.group}:${target.setName}`);
-      const listed = state !== undefined && (state.files.includes(target.path) || state.previous.includes(target.path));
-      if (!listed) return undefined;
+      const key = `${target.group}:${target.setName}`;
+      const lists = (st: GroupState | undefined): boolean =>
+        st !== undefined && (st.files.includes(target.path) || st.previous.includes(target.path));
+      // A package another process sharing the site directory listed since this one last looked.
+      if (!lists(this.#groups.get(key)) && !lists((await this.#savedGroups())[key])) return undefined;
     }
     return siteFile(target.path, target.file.endsWith('.zip') ? ZIP_MEDIA_TYPE : XML_MEDIA_TYPE);
   }
@@ -1050,6 +1230,11 @@ export class Source {
     clearTimeout(this.#regenTimer);
     await Promise.allSettled(this.#inflight.values());
   }
+}
+
+/** The part of a group version after the generation key (see `#versionOf`). */
+function versionPart(version: string): string {
+  return version.slice(version.indexOf('\n') + 1);
 }
 
 /** Delay before a background regeneration started by a request (the request is served first). */

@@ -238,6 +238,14 @@ export interface StoreSnapshot {
   close(): Promise<void>;
 }
 
+/** A lock held with {@link SourceStore.lockShared}. */
+export interface SharedLock {
+  /** False once the lock was lost (its connection broke): another process may hold it now. */
+  readonly held: boolean;
+  /** Releases it (idempotent; never throws). */
+  release(): Promise<void>;
+}
+
 /**
  * Inventory + change log. Implementations must record each {@link recordChanges} batch in one transaction
  * with the inventory update, keep `seq` gapless and `datetimeMs` non-decreasing, and survive a crash at any
@@ -277,6 +285,13 @@ export interface SourceStore {
    * Returns a function that stops it.
    */
   watch?(listener: (changes: readonly ChangeRecord[]) => void): () => void;
+  /**
+   * Optional, for stores several processes share (PostgreSQL): takes the exclusive lock `name`, held against
+   * every process using the store until released or until this process goes (its connection closes: a killed
+   * holder leaves nothing stuck). Waits up to `waitMs`; undefined when it is still held by another then.
+   * The Source takes one per document group it generates, so that several servers generate each once.
+   */
+  lockShared?(name: string, waitMs: number): Promise<SharedLock | undefined>;
   /** Version of one set: bumped by every write transaction touching it (documents of the set depend on it). */
   setVersion(setName: string): Promise<number>;
   countResources(setName?: string): Promise<number>;
