@@ -47,6 +47,7 @@ export {
   type RecordedChange,
   type DocumentEvent,
   type DocumentCapability,
+  type GenerationEvent,
   type SetDefinition,
   type SiteFile,
   Source,

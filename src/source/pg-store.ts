@@ -869,9 +869,7 @@ export class PgStore implements SourceStore {
         try {
           conn = this.#lockConnection();
           const c = await conn;
-          const r = await c.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [
-            key,
-          ]);
+          const r = await c.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [key]);
           // Taken meanwhile by another call of this handle (both asked at once): given back (one count of two).
           if (r.rows[0]?.ok === true && this.#heldNames.has(key))
             await c.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]);
