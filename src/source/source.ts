@@ -12,8 +12,8 @@
  * @module
  */
 import { createHash } from 'node:crypto';
-import { mkdir, stat } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import type { ChangeType, FrameworkCapability } from '../core/constants.js';
 import { XML_MEDIA_TYPE, ZIP_MEDIA_TYPE } from '../core/constants.js';
 import { datetimeMs, formatDatetime } from '../core/datetime.js';
@@ -1004,6 +1004,7 @@ export class Source {
         });
         return;
       }
+      await this.#removeLeftovers(group, setName);
       const next = await this.#generate(key, group, setName, saved ?? state);
       this.#emitGeneration({
         key,
@@ -1051,6 +1052,20 @@ export class Source {
       await new Promise((r) => setTimeout(r, delay));
       delay = Math.min(delay * 2, 250);
     }
+  }
+
+  /**
+   * Removes the temporary files of the group's documents and packages that a generation killed midway left in
+   * the site directory (`.<name>.<random>.tmp`, see `writeFileAtomic`); called holding the group's lock, so no
+   * other generation is writing them.
+   */
+  async #removeLeftovers(group: GroupKind, setName: string | undefined): Promise<void> {
+    const dir = group === 'description' ? dirname(this.layout.sourceDescriptionPath) : this.layout.setDir(setName!);
+    // Group names and the description's file name are letters only.
+    const name = group === 'description' ? basename(this.layout.sourceDescriptionPath) : group;
+    const leftover = new RegExp(`^\\.${name}[-.].*\\.tmp$`);
+    for (const f of await readdir(dir).catch(() => [] as string[]))
+      if (leftover.test(f)) await rm(join(dir, f), { force: true });
   }
 
   /** The group states saved in the store (by any process generating into this site directory). */

@@ -212,6 +212,11 @@ describe('serve processes sharing a PostgreSQL store and a --site-dir', { skip: 
       assert.ok(pkg.endsWith('.zip'), pkg);
       for (const p of partial) assert.ok(!doc.toString().includes(p), `${p} is not listed`);
       const zip = await get(portB, pkg);
+      // What the killed build left is cleared by the next one.
+      assert.deepEqual(
+        (await readdir(setDir)).filter((f) => f.endsWith('.tmp')),
+        [],
+      );
       const listedLength = /<rs:md[^>]*length="(\d+)"/.exec(doc.toString())?.[1];
       assert.equal(String(zip.length), listedLength, 'the package served is the one listed, whole');
       const path = join(dir, 'pkg.zip');
