@@ -856,12 +856,14 @@ export class PgStore implements SourceStore {
    * connection closes and PostgreSQL frees the locks; when the connection breaks, its locks are marked lost
    * (`held` false) and the next call opens a new one.
    *
-   * @throws ResourceSyncError `RS_STORE` when the server cannot be reached for longer than `waitMs`.
+   * @throws ResourceSyncError `RS_STORE` when the server cannot be reached (retried as a read is, `readRetryMs`).
    */
   async lockShared(name: string, waitMs: number): Promise<SharedLock | undefined> {
     this.#check();
     const key = `${this.schema}\n${name}`;
     const deadline = Date.now() + Math.max(0, waitMs);
+    // A server that cannot be reached fails the call as soon as a read would (the Source then serves what it has).
+    const reachDeadline = Math.min(deadline, Date.now() + this.#readRetryMs);
     let delay = 20;
     for (;;) {
       if (!this.#heldNames.has(key)) {
@@ -876,7 +878,7 @@ export class PgStore implements SourceStore {
           else if (r.rows[0]?.ok === true) return this.#heldLock(key, conn, c);
         } catch (e) {
           if (conn !== undefined) this.#dropLockConnection(conn);
-          if (!isConnectionError(e) || this.#closed || Date.now() + delay > deadline)
+          if (!isConnectionError(e) || this.#closed || Date.now() + delay > reachDeadline)
             throw this.#error(`take the lock ${JSON.stringify(name)}`, e);
         }
       }
