@@ -882,8 +882,10 @@ export class PgStore implements SourceStore {
             throw this.#error(`take the lock ${JSON.stringify(name)}`, e);
         }
       }
-      if (Date.now() + delay > deadline) return undefined;
-      await new Promise((r) => setTimeout(r, delay));
+      // The last try is at the deadline.
+      const left = deadline - Date.now();
+      if (left <= 0) return undefined;
+      await new Promise((r) => setTimeout(r, Math.min(delay, left)));
       delay = Math.min(delay * 2, 250);
     }
   }

@@ -1048,8 +1048,10 @@ export class Source {
         // RS_CONFIG: held by another live process (or another holder in this one); anything else is an error.
         if (!(e instanceof ResourceSyncError && e.code === 'RS_CONFIG')) throw e;
       }
-      if (Date.now() + delay > deadline) return undefined;
-      await new Promise((r) => setTimeout(r, delay));
+      // The last try is at the deadline.
+      const left = deadline - Date.now();
+      if (left <= 0) return undefined;
+      await new Promise((r) => setTimeout(r, Math.min(delay, left)));
       delay = Math.min(delay * 2, 250);
     }
   }

@@ -12,10 +12,10 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
-import { type GenerationEvent, openDirectorySource } from '../../src/source/index.js';
+import { type GenerationEvent, openDirectorySource, openPgStore } from '../../src/source/index.js';
 import { killChildren, runCli, waitForEvent, type CliRun } from '../cli/cli-child.js';
 import { readZip, tempDir } from './helpers.js';
-import { dropTestSchema, freshSchema, PG_SKIP, PG_URL } from './pg-helpers.js';
+import { dropTestSchema, freshSchema, openTestPgStore, PG_SKIP, PG_URL } from './pg-helpers.js';
 
 after(killChildren);
 
@@ -58,6 +58,53 @@ async function documentLocks(schema: string): Promise<number> {
     await c.end();
   }
 }
+
+describe('PgStore.lockShared', { skip: PG_SKIP }, () => {
+  it('excludes other handles and this one, waits a bounded time, and is freed when its connection goes', async () => {
+    const one = await openTestPgStore();
+    const two = await openPgStore({ url: PG_URL!, schema: one.schema });
+    try {
+      const a = await one.store.lockShared('documents x', 1000);
+      assert.ok(a?.held);
+      const t = Date.now();
+      assert.equal(await two.lockShared('documents x', 300), undefined, 'held by another handle');
+      assert.ok(Date.now() - t >= 250, 'waited');
+      assert.equal(await one.store.lockShared('documents x', 100), undefined, 'held by this handle too');
+      const other = await two.lockShared('documents y', 100);
+      assert.ok(other?.held, 'another name is free');
+      await other.release();
+      // Released: the other handle gets it (while waiting for it).
+      const waiting = two.lockShared('documents x', 5000);
+      await new Promise((r) => setTimeout(r, 100));
+      await a.release();
+      const b = await waiting;
+      assert.ok(b?.held);
+      // Its connection terminated (as when its process dies): marked lost, and the lock is free for others.
+      const admin = new pg.Client({ connectionString: PG_URL });
+      await admin.connect();
+      try {
+        await admin.query(
+          `SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+           WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND a.application_name = $1`,
+          [`resourcesync ${one.schema}`.slice(0, 63)],
+        );
+      } finally {
+        await admin.end();
+      }
+      const c = await one.store.lockShared('documents x', 5000);
+      assert.ok(c?.held, 'free once the holder is gone');
+      for (let n = 0; b.held; n++) {
+        assert.ok(n < 50, 'the lost lock is marked lost');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await b.release();
+      await c.release();
+    } finally {
+      await two.close();
+      await one.drop();
+    }
+  });
+});
 
 describe('serve processes sharing a PostgreSQL store and a --site-dir', { skip: PG_SKIP }, () => {
   const start = (dir: string, store: string, name: string): { run: CliRun; port: Promise<number> } => {
