@@ -33,9 +33,13 @@ function generations(r: CliRun): (GenerationEvent & { event: string })[] {
 }
 
 async function get(port: number, path: string): Promise<Buffer> {
+  return (await getWithEtag(port, path)).body;
+}
+
+async function getWithEtag(port: number, path: string): Promise<{ body: Buffer; etag: string | null }> {
   const res = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(120_000) });
   assert.equal(res.status, 200, `GET ${path} on :${port}: ${res.status} ${await res.clone().text()}`);
-  return Buffer.from(await res.arrayBuffer());
+  return { body: Buffer.from(await res.arrayBuffer()), etag: res.headers.get('etag') };
 }
 
 /** `<loc>`s of a document, as request paths. */
@@ -165,10 +169,13 @@ describe('serve processes sharing a PostgreSQL store and a --site-dir', { skip: 
         `${SET}changedump.xml`,
       ];
       const fetchAll = async (p: string): Promise<Buffer> => {
-        const bodies = await Promise.all(ports.map((port) => get(port, p)));
-        for (const [i, body] of bodies.entries())
-          assert.ok(body.equals(bodies[0]!), `${p}: instance ${i} served other bytes than instance 0`);
-        return bodies[0]!;
+        const got = await Promise.all(ports.map((port) => getWithEtag(port, p)));
+        for (const [i, { body, etag }] of got.entries()) {
+          assert.ok(body.equals(got[0]!.body), `${p}: instance ${i} served other bytes than instance 0`);
+          assert.equal(etag, got[0]!.etag, `${p}: the same ETag from every instance`);
+        }
+        assert.ok(got[0]!.etag, `${p} has an ETag`);
+        return got[0]!.body;
       };
       const docs = new Map<string, Buffer>();
       await Promise.all(paths.map(async (p) => docs.set(p, await fetchAll(p))));
