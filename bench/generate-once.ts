@@ -12,7 +12,8 @@
  * Resource List (cold: nothing generated in their site directories):
  * - `sequential`: one after the other; time to the part for the 1st, 2nd, 3rd... process;
  * - `at once`: all together; time to the part for the slowest, and the CPU time summed over the processes.
- * Medians over the rounds. Each child is a process of its own, as `serve` instances are.
+ * Medians over the rounds. Each child is a process of its own, as `serve` instances are. First, what generating
+ * once adds to every generation: a lock taken and released, the saved state read and written under its lock.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -116,6 +117,25 @@ if (args.includes('--child')) {
       `${resources.toLocaleString('en')} resources filled in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${instances} processes, ${rounds} rounds; load ${loadavg()
         .map((l) => l.toFixed(1))
         .join(' ')}\n`,
+    );
+    // What generating once adds to each generation: a lock taken and given back, and the saved state read and
+    // written back (under a second lock).
+    const lockTimes: number[] = [];
+    const stateTimes: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      let t = performance.now();
+      const l = await store.lockShared(`bench ${i % 7}`, 1000);
+      await l!.release();
+      lockTimes.push(performance.now() - t);
+      t = performance.now();
+      const m = await store.lockShared('bench state', 1000);
+      const v = await store.getMeta('bench state');
+      await store.setMeta('bench state', `${v ?? ''}x`.slice(-100));
+      await m!.release();
+      stateTimes.push(performance.now() - t);
+    }
+    process.stdout.write(
+      `per generation: lock + release median ${median(lockTimes).toFixed(2)} ms; saved state read + write under its lock median ${median(stateTimes).toFixed(2)} ms (200 each)\n`,
     );
     const seq: Record<string, number[][]> = { shared: [], separate: [] };
     const together: Record<string, { slowest: number[]; cpu: number[]; generated: number[]; same: number[] }> = {
