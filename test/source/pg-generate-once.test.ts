@@ -249,8 +249,8 @@ describe('serve processes sharing a PostgreSQL store and a --site-dir', { skip: 
         await new Promise((r) => setTimeout(r, 100));
       }
       // Nothing of the killed build is listed.
+      // (A temporary file, unless the kill fell between a package's rename and its manifest's.)
       const partial = (await readdir(setDir)).filter((f) => f.endsWith('.tmp'));
-      assert.ok(partial.length > 0);
 
       // The next request builds it (within the lock wait, not after it) and serves a whole package.
       const t0 = Date.now();
