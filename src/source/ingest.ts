@@ -13,7 +13,10 @@
  * - Bad input is 400 with a message naming the line (JSON lines) or the entry's line and element (XML), and
  *   nothing of the request is recorded: a request is all or nothing.
  * - A relative `uri` of a JSON line must be a resource path under the base URL (no leading `/`, no empty, `.`,
- *   `..` or hidden segments): 400 otherwise, naming the line.
+ *   `..` or hidden segments): 400 otherwise, naming the line. Values are checked as the XML's are: a `hash` /
+ *   `hashes` digest must be hex of its algorithm's length (md5, sha-1, sha-256), `type` a media type,
+ *   `setName` a safe path segment (it names a directory of the Source's documents), `lastmod` a W3C Datetime or
+ *   epoch ms up to year 9999.
  * - Fixity is optional: a change without `length` / `hash` is published with what the bytes say (the directory
  *   Source re-reads the file; a repository Source reads them through `open` / `origin`). When `apply` refuses a
  *   change (`RS_INVALID_VALUE`, e.g. no fixity and no bytes to learn it from; a fixity mismatch) the answer is
@@ -32,8 +35,9 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ChangeType } from '../core/constants.js';
 import { datetimeMs } from '../core/datetime.js';
 import { isResourceSyncError, ResourceSyncError } from '../core/errors.js';
-import { type Hashes, knownHashes } from '../core/hash.js';
+import { type Hashes, isHexDigest, isKnownHashAlgorithm, knownHashes, parseHashes } from '../core/hash.js';
 import type { Entry, Link } from '../core/model.js';
+import { isMediaType } from '../core/validate-values.js';
 import { openDocument } from '../xml/index.js';
 import type { RepositoryChange } from './adapter.js';
 import type { RouteHandler, RouteRequest, SourceResponse } from './http/handler.js';
@@ -213,6 +217,27 @@ function fromLink(l: Link, where: string): ResourceLink {
   return out;
 }
 
+/** The known digests of a hash attribute; 400 for one that does not parse or names none of md5, sha-1, sha-256. */
+function hashesOf(attr: string, where: string): Hashes {
+  try {
+    parseHashes(attr);
+  } catch (e) {
+    throw new BadInput(`${where}: ${(e as Error).message}`);
+  }
+  const h = knownHashes(attr);
+  if (Object.keys(h).length === 0)
+    throw new BadInput(`${where}: no md5, sha-1 or sha-256 digest in ${JSON.stringify(attr)}`);
+  return h;
+}
+
+function mediaType(type: string, where: string): string {
+  if (!isMediaType(type)) throw new BadInput(`${where}: ${JSON.stringify(type)} is not a media type`);
+  return type;
+}
+
+/** Latest instant a W3C Datetime can say (9999-12-31T23:59:59.999Z). */
+const MAX_DATETIME_MS = 253_402_300_799_999;
+
 function parseTime(text: string, where: string): number {
   try {
     return datetimeMs(text);
@@ -237,13 +262,8 @@ function fromEntry(e: Entry, base: URL): RepositoryChange {
     change: change as ChangeType,
   };
   if (e.md?.length !== undefined) out.length = e.md.length;
-  if (e.md?.hash !== undefined) {
-    const h = knownHashes(e.md.hash);
-    if (Object.keys(h).length === 0)
-      throw new BadInput(`${where} <rs:md hash>: no md5, sha-1 or sha-256 digest in ${JSON.stringify(e.md.hash)}`);
-    out.hashes = h;
-  }
-  if (e.md?.type !== undefined) out.type = e.md.type;
+  if (e.md?.hash !== undefined) out.hashes = hashesOf(e.md.hash, `${where} <rs:md hash>`);
+  if (e.md?.type !== undefined) out.type = mediaType(e.md.type, `${where} <rs:md type>`);
   if (e.lastmod !== undefined) out.lastmod = parseTime(e.lastmod, `${where} <lastmod>`);
   if (e.links.length > 0) out.links = e.links.map((l) => fromLink(l, where));
   return out;
@@ -314,7 +334,12 @@ function fromJson(v: unknown, base: URL, where: string): RepositoryChange {
     change: change as ChangeType,
   };
   const setName = str('setName');
-  if (setName !== undefined) out.setName = setName;
+  if (setName !== undefined) {
+    // A set name becomes a path segment of the Source's documents (resourcesync/<set>/...).
+    if (setName.includes('/') || !isSafeRelativePath(setName))
+      throw new BadInput(`${where}: "setName" ${JSON.stringify(setName)} is not a safe path segment`);
+    out.setName = setName;
+  }
   if (o['length'] !== undefined) {
     const n = o['length'];
     if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0)
@@ -322,18 +347,30 @@ function fromJson(v: unknown, base: URL, where: string): RepositoryChange {
     out.length = n;
   }
   const hash = str('hash');
-  if (hash !== undefined) out.hashes = knownHashes(hash);
+  if (hash !== undefined) out.hashes = hashesOf(hash, `${where}: "hash"`);
   if (o['hashes'] !== undefined) {
     const h = o['hashes'];
-    if (h === null || typeof h !== 'object') throw new BadInput(`${where}: "hashes" must be an object`);
-    out.hashes = { ...(out.hashes ?? {}), ...(h as Hashes) };
+    if (h === null || typeof h !== 'object' || Array.isArray(h))
+      throw new BadInput(`${where}: "hashes" must be an object`);
+    const hashes: { -readonly [K in keyof Hashes]: Hashes[K] } = { ...(out.hashes ?? {}) };
+    for (const [alg, hex] of Object.entries(h as Record<string, unknown>)) {
+      if (!isKnownHashAlgorithm(alg))
+        throw new BadInput(`${where}: "hashes": ${JSON.stringify(alg)} is not md5, sha-1 or sha-256`);
+      if (typeof hex !== 'string' || !isHexDigest(alg, hex))
+        throw new BadInput(`${where}: "hashes": ${JSON.stringify(hex)} is not a ${alg} hex digest`);
+      hashes[alg] = hex.toLowerCase();
+    }
+    out.hashes = hashes;
   }
   const type = str('type');
-  if (type !== undefined) out.type = type;
+  if (type !== undefined) out.type = mediaType(type, `${where}: "type"`);
   if (o['lastmod'] !== undefined) {
     const lm = o['lastmod'];
-    if (typeof lm === 'number') out.lastmod = lm;
-    else if (typeof lm === 'string') out.lastmod = parseTime(lm, `${where}: "lastmod"`);
+    if (typeof lm === 'number') {
+      if (!Number.isSafeInteger(lm) || lm < 0 || lm > MAX_DATETIME_MS)
+        throw new BadInput(`${where}: "lastmod" ${lm} is not epoch ms between 1970 and 9999`);
+      out.lastmod = lm;
+    } else if (typeof lm === 'string') out.lastmod = parseTime(lm, `${where}: "lastmod"`);
     else throw new BadInput(`${where}: "lastmod" must be a W3C Datetime or epoch ms`);
   }
   if (o['links'] !== undefined) {

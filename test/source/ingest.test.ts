@@ -144,6 +144,33 @@ describe('push API (ingest route)', () => {
           '{"uri": "c", "change": "created", "length": 1, "hash": "md5:0cc175b9c0f1b6a831c399e269772661", "links": [{"rel": "via"}]}',
           /c: link 1: href must be a non-empty string/,
         ],
+        // Values that were taken as they came (a number as a digest answered 500; "../x" named a set directory).
+        [
+          '{"uri": "c", "change": "updated", "length": 1, "hashes": {"md5": 5}}',
+          /^line 1: "hashes": 5 is not a md5 hex digest/,
+        ],
+        [
+          '{"uri": "c", "change": "updated", "hashes": {"md5": "zz"}}',
+          /^line 1: "hashes": "zz" is not a md5 hex digest/,
+        ],
+        [
+          '{"uri": "c", "change": "updated", "hashes": {"crc": "00"}}',
+          /^line 1: "hashes": "crc" is not md5, sha-1 or sha-256/,
+        ],
+        [
+          '{"uri": "c", "change": "updated", "hash": "foo:bar"}',
+          /^line 1: "hash": hash "foo:bar" is not a foo hex digest/,
+        ],
+        ['{"uri": "c", "change": "updated", "hash": "sha-512:00"}', /^line 1: "hash": no md5, sha-1 or sha-256 digest/],
+        [
+          '{"uri": "c", "change": "created", "setName": "../x"}',
+          /^line 1: "setName" "\.\.\/x" is not a safe path segment/,
+        ],
+        [
+          '{"uri": "c", "change": "created", "type": "not a type"}',
+          /^line 1: "type": "not a type" is not a media type/,
+        ],
+        ['{"uri": "c", "change": "created", "lastmod": 1e300}', /^line 1: "lastmod" 1e\+300 is not epoch ms/],
       ];
       for (const [body, message] of cases) {
         const bad = await post(handler, body, 'application/x-ndjson');
