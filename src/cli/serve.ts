@@ -195,6 +195,19 @@ export async function checkStateDir(dir: string, given = true): Promise<void> {
   }
 }
 
+/** `--site-dir` must be creatable and writable (RS_CONFIG naming it otherwise). */
+async function checkSiteDir(dir: string): Promise<void> {
+  try {
+    await mkdir(dir, { recursive: true });
+    await access(dir, fsConstants.W_OK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ResourceSyncError('RS_CONFIG', `--site-dir ${dir}: the directory cannot be used (${code})`, {
+      cause: e,
+    });
+  }
+}
+
 /** The Source Description, Capability Lists and Resource Lists (or indexes) the Source currently offers. */
 export async function readAdvertisedUrls(
   site: Pick<DirectorySource, 'sourceDescriptionUrl' | 'document'>,
@@ -250,6 +263,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
   await checkCollectionDir(dir);
   const stateDir = o.stateDir === undefined ? await defaultStateDir(dir) : resolve(o.stateDir);
   await checkStateDir(stateDir, o.stateDir !== undefined);
+  if (o.siteDir !== undefined) await checkSiteDir(resolve(o.siteDir));
   const baseUrlGiven = o.baseUrl === undefined ? undefined : checkBaseUrl(o.baseUrl);
   const print = (obj: Record<string, unknown>, text: string): void => {
     process.stdout.write(o.json ? `${JSON.stringify(obj)}\n` : `${text}\n`);

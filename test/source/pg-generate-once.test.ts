@@ -327,3 +327,18 @@ describe('Sources sharing a SQLite store and a site directory', () => {
     }
   });
 });
+
+describe('serve --site-dir', () => {
+  it('refuses a directory it cannot create, naming it (exit 2)', async () => {
+    const { dir, cleanup } = await tempDir('rs-site-dir-');
+    try {
+      await mkdir(join(dir, 'coll'));
+      await writeFile(join(dir, 'file'), 'x');
+      const r = runCli(['serve', join(dir, 'coll'), '--port', '0', '--site-dir', join(dir, 'file', 'site')]);
+      assert.equal(await r.exit, 2);
+      assert.match(r.stderr(), /--site-dir .*file\/site: the directory cannot be used \(ENOTDIR\)/);
+    } finally {
+      await cleanup();
+    }
+  });
+});
