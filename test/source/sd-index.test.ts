@@ -130,6 +130,32 @@ describe('Source Description Index of our Source (§8)', { timeout: 60_000 }, ()
     assert.equal(code, 0, io.err());
   });
 
+  it('the explorer shows the Index at the root of its tree, with its Source Descriptions below', async () => {
+    const { mountExplorer } = await import('../../src/web/mount.js');
+    const explorer = mountExplorer(server.handler, { baseUrl: base, listenUrl: base });
+    try {
+      const api = async (name: string, params: Record<string, string> = {}) => {
+        const res = await fetch(`${base}explorer/api/${name}?${new URLSearchParams(params)}`);
+        assert.equal(res.status, 200, name);
+        return (await res.json()) as Record<string, unknown>;
+      };
+      const found = await api('discover');
+      assert.equal(found['sourceDescriptionIndex'], `${base}.well-known/resourcesync`);
+      assert.equal((found['sets'] as unknown[]).length, SETS.length);
+      const page = await api('document', { url: `${base}.well-known/resourcesync` });
+      assert.equal((page['header'] as { kind: string }).kind, 'source-description-index');
+      const children = (page['entries'] as { children?: { url: string; context: { capability: string } }[] }[]).flatMap(
+        (e) => e.children ?? [],
+      );
+      assert.deepEqual(
+        children.map((c) => [c.url, c.context.capability]),
+        [1, 2, 3].map((n) => [`${base}resourcesync/description-000${n}.xml`, 'description']),
+      );
+    } finally {
+      await explorer.close();
+    }
+  });
+
   it('a Destination picks a set among the Capability Lists of all the Source Descriptions (--set)', async () => {
     const mirror = join(work.dir, 'mirror');
     await assert.rejects(
