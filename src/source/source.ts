@@ -171,8 +171,8 @@ export interface SourceOptions {
   readonly fsync?: boolean;
   /**
    * A stale Resource List or dump whose last generation took longer than this (ms) is served as it is while
-   * a new one is generated in the background (default 250; 0: always; Infinity: never); a Change Dump only
-   * when its generation takes more than 10 s (see {@link Source.ensure}). A stale list is
+   * a new one is generated in the background (default 250; 0: always; Infinity: never); a dump only when its
+   * generation takes more than 10 s (see {@link Source.ensure}). A stale list is
    * still a true, complete snapshot carrying its own `at`/`completed`; small lists (generated faster than
    * this) are always brought up to date before they are served.
    */
@@ -642,8 +642,9 @@ export class Source {
    * {@link SourceOptions.backgroundAfterMs}: a Resource List of a large collection, a dump) that is stale but
    * complete on disk is left as it is for this call and regenerated in the background, so a request is not held
    * up by it; its `at`/`completed` stay true for the snapshot it describes. Change Lists are always brought
-   * up to date first; a stale Change Dump is regenerated at once and waited for, up to 10 s (a Change Dump
-   * behind its Change Lists sends every Destination to fetch each changed resource itself).
+   * up to date first; a stale dump is regenerated at once and waited for, up to 10 s (a Change Dump behind its
+   * Change Lists, or a Resource Dump older than the Resource List, sends every Destination to fetch resources
+   * one by one).
    */
   async ensure(group: GroupKind, setName?: string, allowStale = false): Promise<void> {
     const key = setName === undefined ? group : `${group}:${setName}`;
@@ -653,7 +654,7 @@ export class Source {
       group === 'resourcelist' || group === 'resourcedump' || group === 'changedump' ? this.#isBig(state) : false;
     if (running !== undefined) {
       if (allowStale && bigGroup && (await this.#mainExists(group, setName)))
-        return group === 'changedump' ? waitAtMost(running, CHANGE_DUMP_WAIT_MS) : undefined;
+        return isDump(group) ? waitAtMost(running, DUMP_WAIT_MS) : undefined;
       return running;
     }
     if (state !== undefined) {
@@ -674,19 +675,19 @@ export class Source {
     // In the background, generation starts a moment later, so the request that found the group stale is
     // served first (generation and serving share this thread).
     const start =
-      background && group !== 'changedump'
-        ? new Promise<void>((r) => setTimeout(r, BACKGROUND_DELAY_MS))
-        : Promise.resolve();
+      background && !isDump(group) ? new Promise<void>((r) => setTimeout(r, BACKGROUND_DELAY_MS)) : Promise.resolve();
     const p = start
       .then(() => this.#generateOnce(key, group, setName, state))
       .finally(() => this.#inflight.delete(key));
     this.#inflight.set(key, p);
     if (background) {
       p.catch((e: unknown) => this.#warn(`regenerating ${key} failed: ${(e as Error).message}`));
-      // A Change Dump that lags its Change Lists makes every Destination fetch each changed resource itself
-      // (issue 14: 5 s instead of 1.3 s for 1,000 changes at 20 ms); its packages are append-only, so the
-      // generation costs only the changes since the last one: waited for, up to a bound (then served as is).
-      return group === 'changedump' ? waitAtMost(p, CHANGE_DUMP_WAIT_MS) : undefined;
+      // A stale dump sends every Destination to fetch resources one by one: a Change Dump that lags its Change
+      // Lists leaves the changes to them (issue 14: 5 s instead of 1.3 s for 1,000 changes at 20 ms), and a
+      // Resource Dump older than the Resource List is refused (its bytes could be older than the list's). So a
+      // dump's generation is waited for, up to a bound (then served as it is). A Change Dump's packages are
+      // append-only: its generation costs only the changes since the last one.
+      return isDump(group) ? waitAtMost(p, DUMP_WAIT_MS) : undefined;
     }
     return p;
   }
@@ -1260,10 +1261,14 @@ function versionPart(version: string): string {
 /** Delay before a background regeneration started by a request (the request is served first). */
 const BACKGROUND_DELAY_MS = 100;
 /**
- * How long a request waits for a stale Change Dump's generation before the one on disk is served (see
+ * How long a request waits for a stale dump's generation before the one on disk is served (see
  * {@link Source.ensure}): well inside a client's headers timeout (ours: 30 s).
  */
-const CHANGE_DUMP_WAIT_MS = 10_000;
+const DUMP_WAIT_MS = 10_000;
+
+function isDump(group: GroupKind): boolean {
+  return group === 'resourcedump' || group === 'changedump';
+}
 
 /** Resolves when `p` settles (its failure is reported elsewhere) or after `ms`, whichever comes first. */
 async function waitAtMost(p: Promise<unknown>, ms: number): Promise<void> {

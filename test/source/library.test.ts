@@ -208,6 +208,40 @@ describe('Source library API', () => {
     }
   });
 
+  it('brings a stale Resource Dump up to date before serving it, even when its generation is "big"', async () => {
+    // A Resource Dump older than the Resource List is refused by a Destination (issue 14: served stale while
+    // the list was regenerated, it sent the bench's baselines to the list).
+    const { dir, cleanup } = await tempDir();
+    const store = await openSqliteStore({ path: join(dir, 'source.db') });
+    try {
+      const blobs = await BlobStore.open({ dir: join(dir, 'blobs') });
+      const source = await Source.open({
+        store,
+        baseUrl: 'http://localhost/',
+        siteDir: join(dir, 'site'),
+        blobs,
+        backgroundAfterMs: 0,
+        regenerateAfterMs: Number.POSITIVE_INFINITY,
+        fsync: false,
+      });
+      await source.recordChanges([{ uri: 'a', change: 'created', content: () => bytes('a1') }]);
+      assert.ok((await source.document('/resourcesync/default/resourcedump.xml')) !== undefined);
+      await source.recordChanges([{ uri: 'b', change: 'created', content: () => bytes('b1') }]);
+      const list = await source.document('/resourcesync/default/resourcelist.xml');
+      const listAt = /at="([^"]+)"/.exec(await readFile(list!.path, 'utf8'))?.[1];
+      const dump = await source.document('/resourcesync/default/resourcedump.xml');
+      const dumpAt = /at="([^"]+)"/.exec(await readFile(dump!.path, 'utf8'))?.[1];
+      assert.ok(
+        dumpAt !== undefined && listAt !== undefined && dumpAt >= listAt,
+        `dump at ${dumpAt}, list at ${listAt}`,
+      );
+      await source.close();
+    } finally {
+      await store.close();
+      await cleanup();
+    }
+  });
+
   it('regenerates a big Resource List in the background once changes settle, without a request', async () => {
     const { dir, cleanup } = await tempDir();
     const store = await openSqliteStore({ path: join(dir, 'source.db') });
