@@ -47,7 +47,8 @@ export interface BaselineResult {
  * the Source's authority) do not prevent completion but are reported.
  *
  * Memory: bounded by `concurrency` entries in flight plus, when a dump package fails, the URIs of that
- * package's resources (to fetch them from the list).
+ * package's resources (to fetch them from the list); with dumps, two packages at once (the one applied and the
+ * next, downloaded meanwhile), each in memory up to `fetchPackage`'s memory bound (8 MiB) or in a file.
  */
 export async function runBaseline(ctx: SyncContext, sources: BaselineSources): Promise<BaselineResult> {
   const started = formatDatetime(Date.now());

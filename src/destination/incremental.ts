@@ -55,7 +55,8 @@ export interface IncrementalOptions {
  * watermark (the caller may run a new baseline instead).
  *
  * Memory: one {@link PlannedChange} per distinct resource changed since the watermark (up to `maxPlanned`),
- * plus a Change List Index's entries.
+ * plus a Change List Index's entries; with Change Dumps, two packages at once (the one applied and the next,
+ * downloaded meanwhile), each in memory up to `fetchPackage`'s memory bound (8 MiB) or in a file.
  */
 export async function runIncremental(
   ctx: SyncContext,
