@@ -8,7 +8,8 @@
 //
 // --short: one run of each way (the default is 3, medians printed). --python: also time the Python reference
 // client's `resync-sync --baseline` once at the second round trip (needs /work/peers/resync or RESYNC_DIR).
-// --cli: the compiled CLI to time (an A/B of two builds runs this script once per build). Every `sync` is a
+// --cli: the compiled CLI to time; `--cli A,B` times two builds alternately in the same run (rows marked [A]
+// and [B]; `serve` and `publish` are those of --serve-cli, default the last of --cli). Every `sync` is a
 // fresh process (`resourcesync sync --json`): the rates are computed from the run's own elapsed time (the
 // summary's elapsedMs), and the wall time of the process, Node's start-up included, is printed beside them.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
@@ -37,7 +38,13 @@ const RTTS = value('--rtt', '0,20,100').split(',').map(Number);
 const FILES = Number(value('--files', '2000'));
 const CHANGES = Math.min(1000, Math.floor(FILES / 2));
 const SIZE = 2048;
-const CLI = resolve(value('--cli', join(root, 'dist', 'src', 'cli', 'main.js')));
+const CLIS = value('--cli', join(root, 'dist', 'src', 'cli', 'main.js'))
+  .split(',')
+  .map((p) => resolve(p));
+/** The build that runs `serve` and `publish` (the Sources are the same for every build timed). */
+const CLI = resolve(value('--serve-cli', CLIS[CLIS.length - 1] as string));
+/** The row label of a build in an A/B run. */
+const tag = (i: number): string => (CLIS.length > 1 ? ` [${String.fromCharCode(65 + i)}]` : '');
 const PYTHON = flag('--python');
 /** `--only <text>`: only the ways whose name contains it (e.g. 'serve Resource List'), for a quick look. */
 const ONLY = value('--only', '');
@@ -47,10 +54,11 @@ const RESYNC_DIR = process.env['RESYNC_DIR'] ?? '/work/peers/resync';
 const sequentialCount = (rtt: number): number =>
   Math.min(FILES, rtt === 0 ? FILES : Math.max(30, Math.round((SHORT ? 2000 : 4000) / rtt)));
 
-if (!existsSync(CLI)) {
-  process.stderr.write(`no compiled CLI at ${CLI}: run npm run build first (or pass --cli)\n`);
-  process.exit(2);
-}
+for (const c of [...CLIS, CLI])
+  if (!existsSync(c)) {
+    process.stderr.write(`no compiled CLI at ${c}: run npm run build first (or pass --cli)\n`);
+    process.exit(2);
+  }
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -92,11 +100,18 @@ interface SyncResult {
   connections: number;
 }
 
-async function sync(proxy: WanProxy, url: string, dir: string, extra: string[], expect: (s: Summary) => boolean) {
+async function sync(
+  proxy: WanProxy,
+  url: string,
+  dir: string,
+  extra: string[],
+  expect: (s: Summary) => boolean,
+  build = CLIS[0] as string,
+) {
   proxy.resetStats();
   const t0 = performance.now();
   const p = await new Promise<{ code: number | null; out: string; err: string }>((res) => {
-    const child = spawn(process.execPath, [CLI, 'sync', '--json', ...extra, url, dir]);
+    const child = spawn(process.execPath, [build, 'sync', '--json', ...extra, url, dir]);
     let out = '';
     let err = '';
     child.stdout.on('data', (c: Buffer) => (out += c.toString()));
@@ -207,16 +222,15 @@ async function main(): Promise<void> {
   const created = (s: Summary): boolean => s.counts.created === FILES && s.counts.failed === 0;
 
   // Warm-up (untimed): the Sources build their dumps on first request, the file cache fills.
-  for (const s of sources) {
-    await sync(s.proxy, s.url, fresh(), ['--baseline'], created);
-  }
-  // The copies the incremental runs update, baselined once.
+  for (const s of sources) for (const c of CLIS) await sync(s.proxy, s.url, fresh(), ['--baseline'], created, c);
+  // The copies the incremental runs update, baselined once (one per build).
   const incDirs = new Map<string, string>();
-  for (const s of sources) {
-    const d = fresh();
-    await sync(s.proxy, s.url, d, ['--baseline', '--no-dumps'], created);
-    incDirs.set(s.name, d);
-  }
+  for (const s of sources)
+    for (const c of CLIS) {
+      const d = fresh();
+      await sync(s.proxy, s.url, d, ['--baseline', '--no-dumps'], created, c);
+      incDirs.set(`${s.name} ${c}`, d);
+    }
   let initialServeChanges = await countChanges(serveDirect);
 
   const out: string[] = [];
@@ -225,7 +239,7 @@ async function main(): Promise<void> {
     process.stdout.write(`${line}\n`);
   };
   say(
-    `# WAN benchmark: ${FILES} x ${SIZE / 1024} KB, incremental ${CHANGES} changes, ${RUNS} run(s) per way, CLI ${CLI.replace(`${root}/`, '')}`,
+    `# WAN benchmark: ${FILES} x ${SIZE / 1024} KB, incremental ${CHANGES} changes, ${RUNS} run(s) per way, CLI ${CLIS.map((c, i) => `${c.replace(`${root}/`, '')}${tag(i)}`).join(', ')}; Sources by ${CLI.replace(`${root}/`, '')}`,
   );
   const summary: Record<string, Record<string, number>> = {};
   for (const rtt of RTTS) {
@@ -237,57 +251,61 @@ async function main(): Promise<void> {
     };
     const seq: number[] = [];
     for (let r = 0; r < RUNS; r++) {
-      for (const s of sources) {
-        if (want(`${s.name} Resource List baseline`))
-          add(
-            `${s.name} Resource List baseline`,
-            await sync(s.proxy, s.url, fresh(), ['--baseline', '--no-dumps'], created),
-          );
-        if (want(`${s.name} Resource Dump baseline`))
-          add(
-            `${s.name} Resource Dump baseline`,
-            await sync(
-              s.proxy,
-              s.url,
-              fresh(),
-              ['--baseline'],
-              (x) => created(x) && x.via.some((v) => v.includes('dump')),
-            ),
-          );
-      }
+      for (const s of sources)
+        for (const [i, c] of CLIS.entries()) {
+          if (want(`${s.name} Resource List baseline`))
+            add(
+              `${s.name} Resource List baseline${tag(i)}`,
+              await sync(s.proxy, s.url, fresh(), ['--baseline', '--no-dumps'], created, c),
+            );
+          if (want(`${s.name} Resource Dump baseline`))
+            add(
+              `${s.name} Resource Dump baseline${tag(i)}`,
+              await sync(
+                s.proxy,
+                s.url,
+                fresh(),
+                ['--baseline'],
+                (x) => created(x) && x.via.some((v) => v.includes('dump')),
+                c,
+              ),
+            );
+        }
       // The sequential pattern against the static site.
       const sdir = fresh();
       const h = await sequentialHarvest(staticUrl, sdir, sequentialCount(rtt));
       seq.push(h.count / (h.ms / 1000));
       // Incremental runs: Change Lists, then a Change Dump, against each Source.
       for (const via of ['Change Lists', 'Change Dump'] as const) {
-        for (const s of sources) {
-          if (!want(`${s.name} incremental ${CHANGES} changes, ${via}`)) continue;
-          if (s.name === 'publish') {
-            await changeFiles(staticColl);
-            publish();
-          } else {
-            await changeFiles(serveColl);
-            const target = initialServeChanges + CHANGES;
-            await waitFor('serve to record the changes', async () => (await countChanges(serveDirect)) >= target);
-            initialServeChanges = target;
+        for (const s of sources)
+          for (const [i, c] of CLIS.entries()) {
+            if (!want(`${s.name} incremental ${CHANGES} changes, ${via}`)) continue;
+            if (s.name === 'publish') {
+              await changeFiles(staticColl);
+              publish();
+            } else {
+              await changeFiles(serveColl);
+              const target = initialServeChanges + CHANGES;
+              await waitFor('serve to record the changes', async () => (await countChanges(serveDirect)) >= target);
+              initialServeChanges = target;
+            }
+            const extra = via === 'Change Lists' ? ['--incremental', '--no-dumps'] : ['--incremental'];
+            add(
+              `${s.name} incremental ${CHANGES} changes, ${via}${tag(i)}`,
+              await sync(
+                s.proxy,
+                s.url,
+                incDirs.get(`${s.name} ${c}`) as string,
+                extra,
+                (x) =>
+                  x.operation === 'incremental' &&
+                  x.counts.updated === CHANGES &&
+                  x.counts.failed === 0 &&
+                  (via === 'Change Lists' || x.via.some((v) => v.includes('dump'))),
+                c,
+              ),
+            );
           }
-          const extra = via === 'Change Lists' ? ['--incremental', '--no-dumps'] : ['--incremental'];
-          add(
-            `${s.name} incremental ${CHANGES} changes, ${via}`,
-            await sync(
-              s.proxy,
-              s.url,
-              incDirs.get(s.name) as string,
-              extra,
-              (x) =>
-                x.operation === 'incremental' &&
-                x.counts.updated === CHANGES &&
-                x.counts.failed === 0 &&
-                (via === 'Change Lists' || x.via.some((v) => v.includes('dump'))),
-            ),
-          );
-        }
       }
     }
     const seqRate = median(seq);

@@ -253,7 +253,11 @@ export function register(program: Command): void {
       collect,
       [],
     )
-    .option('--concurrency <n>', 'resources fetched at once (default 16)', positiveInt)
+    .option(
+      '--concurrency <n>',
+      'resources fetched at once, and a fixed number of connections per host (default: adaptive, 8 connections and 16 resources at first, more while the rate grows with them: long round trips)',
+      positiveInt,
+    )
     .option(
       '--max-connections <n>',
       'politeness cap: at most this many connections (requests at once) to one host, whatever else is set',

@@ -6,7 +6,14 @@
  */
 
 /**
- * Runs `worker` over every item of `source` with at most `concurrency` in flight. Resolves when the source is
+ * How many tasks may run at once: a number, or a function read again each time a task is to start (the HTTP
+ * client's `HttpClient.concurrency`, which follows its adaptive window).
+ */
+export type Concurrency = number | (() => number);
+
+/**
+ * Runs `worker` over every item of `source` with at most `concurrency` in flight (a function is asked again before
+ * each start, so the bound may move during the run; tasks running above a lowered bound finish normally). Resolves when the source is
  * exhausted and every task has settled. A worker that throws stops the run: no new items are pulled, the
  * running tasks are awaited, and the first error is rethrown (workers are expected to catch per-item failures
  * themselves and only throw for fatal ones). Memory: `concurrency` items plus whatever the workers hold.
@@ -18,11 +25,12 @@
  */
 export async function forEachConcurrent<T>(
   source: AsyncIterable<T> | Iterable<T>,
-  concurrency: number,
+  concurrency: Concurrency,
   worker: (item: T) => Promise<void>,
   signal?: AbortSignal,
 ): Promise<void> {
-  const limit = Math.max(1, Math.floor(concurrency));
+  const fixed = typeof concurrency === 'number' ? Math.max(1, Math.floor(concurrency)) : undefined;
+  const bound = concurrency as () => number;
   const running = new Set<Promise<void>>();
   let failure: { error: unknown } | undefined;
   const iterator =
@@ -33,7 +41,7 @@ export async function forEachConcurrent<T>(
     for (;;) {
       if (failure !== undefined) break;
       signal?.throwIfAborted();
-      if (running.size >= limit) {
+      if (running.size >= (fixed ?? Math.max(1, bound()))) {
         await Promise.race(running);
         continue;
       }

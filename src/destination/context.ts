@@ -11,7 +11,7 @@ import { type ErrorCode, ResourceSyncError, isResourceSyncError } from '../core/
 import type { Hashes } from '../core/hash.js';
 import { syncDir } from '../io/atomic.js';
 import { syncFileSystem } from '../io/syncfs.js';
-import { forEachConcurrent } from './concurrent.js';
+import { type Concurrency, forEachConcurrent } from './concurrent.js';
 import { sharedFileWriter } from './file-writer.js';
 import { hashFile } from '../io/hashing.js';
 import {
@@ -336,7 +336,8 @@ export interface ContextOptions {
   readonly dir: string;
   readonly dryRun: boolean;
   readonly deleteFiles: boolean;
-  readonly concurrency: number;
+  /** Resources fetched or installed at once: fixed, or following the HTTP client's window (see concurrent.ts). */
+  readonly concurrency: Concurrency;
   readonly checksum: boolean;
   readonly noDumps: boolean;
   readonly autoBaseline: boolean;

@@ -87,7 +87,7 @@ export interface DestinationOptions {
    * after at most this plus the connect and headers timeouts. Default: 3 x the client's headers timeout (90 s).
    */
   readonly resourceTimeoutMs?: number;
-  /** Resources fetched or installed at once (default 16). */
+  /** Resources fetched or installed at once (default: twice the HTTP client's window per origin, 16 at first). */
   readonly concurrency?: number;
   /** See {@link Durability} (default `batch`). */
   readonly durability?: Durability;
@@ -272,7 +272,8 @@ export class Destination {
         dir: this.dir,
         dryRun,
         deleteFiles: o.delete ?? false,
-        concurrency: o.concurrency ?? 16,
+        // By default the workers follow the client's adaptive window (2 per request in flight: 16 at first).
+        concurrency: o.concurrency ?? (() => client.concurrency),
         checksum: o.checksum ?? false,
         noDumps: o.noDumps ?? false,
         autoBaseline: o.autoBaseline ?? false,

@@ -13,7 +13,8 @@
  */
 import type { Agent, Dispatcher, EnvHttpProxyAgent, ProxyAgent } from 'undici';
 import { backoffDelay, sleep } from './backoff.js';
-import { loadAgents } from './undici.js';
+import { loadAgents, loadPool } from './undici.js';
+import { OriginWindow } from './window.js';
 import { setMaxListeners } from 'node:events';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { Readable, Transform } from 'node:stream';
@@ -52,11 +53,15 @@ export interface HttpClientOptions {
   readonly retryBaseDelayMs?: number;
   /** Cap of any backoff delay and of `Retry-After` (default 30 s). */
   readonly maxRetryDelayMs?: number;
-  /** Connections, hence requests in flight, per origin (default 8). */
+  /**
+   * A fixed number of connections, hence requests in flight, per origin. Default: adaptive (see window.ts): 8 at
+   * first, grown while the rate of completed requests grows with it (long round trips), up to
+   * {@link MAX_WINDOW} or `maxConnections`; halved on 429/503.
+   */
   readonly connectionsPerHost?: number;
   /**
    * Politeness cap: most connections, hence requests in flight, to one origin, whatever else is set (it wins
-   * over `connectionsPerHost`). Default: no cap beyond `connectionsPerHost`.
+   * over `connectionsPerHost` and the adaptive window). Default: none beyond the window's ceiling.
    */
   readonly maxConnections?: number;
   /** Politeness: least time between the starts of two requests to one origin (default 0). */
@@ -129,6 +134,11 @@ export interface HttpStats {
   errors: number;
 }
 
+/** Requests in flight to one origin the adaptive window starts with. */
+export const INITIAL_WINDOW = 8;
+/** Ceiling of the adaptive window (requests in flight, hence HTTP/1.1 connections, to one origin). */
+export const MAX_WINDOW = 64;
+
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 /** Statuses worth another try: timeouts, rate limits and server errors (not 501 Not Implemented, 505 Version). */
 function isRetryStatus(status: number): boolean {
@@ -195,6 +205,8 @@ export class HttpClient {
   readonly stats: HttpStats = { requests: 0, retries: 0, bytes: 0, redirects: 0, errors: 0 };
   readonly options: HttpClientOptions;
   readonly #agent: Agent | ProxyAgent | EnvHttpProxyAgent;
+  /** What requests go through: the agent, behind the windows' gate when they are adaptive. */
+  readonly #dispatcher: Dispatcher;
   readonly #baseHeaders: Record<string, string>;
   readonly #decodingHeaders: Record<string, string>;
   /** The same without credentials, for origins outside `credentialHosts`. */
@@ -202,6 +214,10 @@ export class HttpClient {
   readonly #plainDecodingHeaders: Record<string, string>;
   readonly #credentialHosts: ReadonlySet<string> | undefined;
   readonly #gates = new Map<string, HostGate>();
+  /** Adaptive windows per origin; undefined with a fixed `connectionsPerHost`. */
+  readonly #windows: Map<string, OriginWindow> | undefined;
+  readonly #initialWindow: number;
+  readonly #maxWindow: number;
   readonly #retries: number;
   readonly #baseDelay: number;
   readonly #maxDelay: number;
@@ -211,8 +227,13 @@ export class HttpClient {
 
   constructor(options: HttpClientOptions = {}) {
     this.options = options;
+    const cap = Math.max(1, Math.floor(options.maxConnections ?? Number.POSITIVE_INFINITY));
+    const fixed = options.connectionsPerHost;
+    this.#windows = fixed === undefined ? new Map() : undefined;
+    this.#maxWindow = Math.max(1, Math.min(fixed ?? MAX_WINDOW, cap));
+    this.#initialWindow = Math.min(fixed ?? INITIAL_WINDOW, this.#maxWindow);
     const agentOptions = {
-      connections: Math.max(1, Math.min(options.connectionsPerHost ?? 8, options.maxConnections ?? Infinity)),
+      connections: this.#maxWindow,
       pipelining: 1,
       keepAliveTimeout: options.keepAliveTimeoutMs ?? 10_000,
       connect: { timeout: options.connectTimeoutMs ?? 10_000 },
@@ -220,7 +241,10 @@ export class HttpClient {
       bodyTimeout: options.bodyIdleTimeoutMs ?? 30_000,
     };
     const undici = loadAgents();
-    if (options.proxy === undefined || options.proxy === '') this.#agent = new undici.Agent(agentOptions);
+    if (options.proxy === undefined || options.proxy === '')
+      this.#agent = new undici.Agent(
+        this.#windows === undefined ? agentOptions : { ...agentOptions, factory: this.#pool },
+      );
     else if (options.proxy === 'env') this.#agent = new undici.EnvHttpProxyAgent(agentOptions);
     else {
       try {
@@ -229,6 +253,7 @@ export class HttpClient {
         throw new ResourceSyncError('RS_CONFIG', `bad proxy URL ${JSON.stringify(options.proxy)}`, { cause: e });
       }
     }
+    this.#dispatcher = this.#windows === undefined ? this.#agent : gated(this.#agent, (o) => this.#windowOf(o));
     const plain: Record<string, string> = { 'user-agent': options.userAgent ?? DEFAULT_USER_AGENT };
     const headers: Record<string, string> = { ...plain };
     for (const [k, v] of Object.entries(options.headers ?? {})) headers[k.toLowerCase()] = v;
@@ -255,6 +280,47 @@ export class HttpClient {
     if (hosts === undefined) return true;
     return hosts.has(url.origin) || hosts.has(url.host) || hosts.has(url.hostname);
   }
+
+  /**
+   * How many callers should make requests at once to keep the windows full: twice the largest window of an
+   * origin (so that while one request's body is processed, another waits for its slot). Read it again as the
+   * run goes: it follows the adaptive window (see window.ts).
+   */
+  get concurrency(): number {
+    let max = this.#initialWindow;
+    if (this.#windows !== undefined) for (const w of this.#windows.values()) if (w.limit > max) max = w.limit;
+    return 2 * max;
+  }
+
+  /** The adaptive window of `origin`. */
+  #windowOf(origin: string): OriginWindow {
+    const windows = this.#windows as Map<string, OriginWindow>;
+    let w = windows.get(origin);
+    if (w === undefined) {
+      w = new OriginWindow({ initial: this.#initialWindow, ceiling: this.#maxWindow });
+      windows.set(origin, w);
+    }
+    return w;
+  }
+
+  /**
+   * The connection pool of one origin, sized to its window as the window moves: a request let through the gate
+   * while every connection is busy then waits for one to free (as with a fixed pool) rather than opening another.
+   */
+  readonly #pool = (origin: string | URL, opts: object): Dispatcher => {
+    const Pool = loadPool();
+    const pool = new Pool(origin, opts as ConstructorParameters<typeof Pool>[1]);
+    const window = this.#windowOf(typeof origin === 'string' ? origin : origin.origin);
+    const connections = Object.getOwnPropertySymbols(pool).find((k) => k.description === 'connections');
+    if (connections !== undefined) {
+      const resize = (limit: number): void => {
+        (pool as unknown as Record<symbol, number>)[connections] = limit;
+      };
+      resize(window.limit);
+      window.onLimit = resize;
+    }
+    return pool;
+  };
 
   /** Size bound for documents (`maxDocumentBytes`). */
   get maxDocumentBytes(): number {
@@ -403,15 +469,19 @@ export class HttpClient {
       let retryAfter: number | undefined;
       let failure: ResourceSyncError;
       try {
-        const res = await this.#agent.request({
+        const res = await this.#dispatcher.request({
           origin: url.origin,
           path: url.pathname + url.search,
           method,
           headers,
           signal: init.signal,
         });
-        if (!isRetryStatus(res.statusCode) || attempt >= this.#retries || init.accept?.includes(res.statusCode))
-          return res;
+        const status = res.statusCode;
+        if ((status === 429 || status === 503) && this.#windows !== undefined)
+          this.#windowOf(url.origin).overloaded(
+            Math.min(this.#maxDelay, parseRetryAfter(res.headers['retry-after'], Date.now()) ?? 0),
+          );
+        if (!isRetryStatus(status) || attempt >= this.#retries || init.accept?.includes(status)) return res;
         retryAfter = parseRetryAfter(res.headers['retry-after'], Date.now());
         await discardBody(res.body);
         failure = new ResourceSyncError('RS_HTTP', `HTTP ${res.statusCode} for ${method}`, { url: url.href });
@@ -624,6 +694,94 @@ export function parseRetryAfter(value: string | string[] | undefined, now: numbe
   const date = Date.parse(text);
   if (Number.isNaN(date)) return undefined;
   return Math.max(0, date - now);
+}
+
+/**
+ * `agent` behind a gate: each request waits for a slot of its origin's window before it is dispatched, and gives
+ * it back when its response is complete (all of it received) or failed, which is when its connection is free.
+ */
+function gated(agent: Dispatcher, windowOf: (origin: string) => OriginWindow): Dispatcher {
+  const inner = agent.dispatch.bind(agent);
+  const gate = Object.create(agent) as Dispatcher;
+  gate.dispatch = (opts, handler) => {
+    const window = windowOf(String(opts.origin));
+    window.enqueue((slot) => inner(opts, new SlotHandler(handler as LegacyHandler, window, slot)));
+    return true;
+  };
+  return gate;
+}
+
+/** The callbacks of undici's request handler (its legacy handler interface). */
+interface LegacyHandler {
+  onConnect?(abort: (err?: Error) => void, context?: object): void;
+  onHeaders?(statusCode: number, headers: Buffer[], resume: () => void, statusText: string): boolean;
+  onData?(chunk: Buffer): boolean;
+  onComplete?(trailers: string[] | null): void;
+  onError?(err: Error): void;
+  onUpgrade?(statusCode: number, headers: Buffer[] | string[] | null, socket: unknown): void;
+  onResponseStarted?(): void;
+  onBodySent?(chunk: unknown): void;
+}
+
+/** A request's handler that gives its window slot back when the response completes or fails. */
+class SlotHandler implements LegacyHandler {
+  readonly #handler: LegacyHandler;
+  readonly #window: OriginWindow;
+  readonly #slot: number;
+  /** When the request went out on a connected socket. */
+  #sent: number | undefined;
+  #released = false;
+
+  constructor(handler: LegacyHandler, window: OriginWindow, slot: number) {
+    this.#handler = handler;
+    this.#window = window;
+    this.#slot = slot;
+  }
+
+  #release(): void {
+    if (this.#released) return;
+    this.#released = true;
+    this.#window.release(this.#slot, this.#sent);
+  }
+
+  onConnect(abort: (err?: Error) => void, context?: object): void {
+    this.#sent = Date.now();
+    this.#handler.onConnect?.(abort, context);
+  }
+
+  onHeaders(statusCode: number, headers: Buffer[], resume: () => void, statusText: string): boolean {
+    return this.#handler.onHeaders?.(statusCode, headers, resume, statusText) ?? true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    return this.#handler.onData?.(chunk) ?? true;
+  }
+
+  onComplete(trailers: string[] | null): void {
+    try {
+      this.#handler.onComplete?.(trailers);
+    } finally {
+      this.#release();
+    }
+  }
+
+  onError(err: Error): void {
+    this.#release();
+    this.#handler.onError?.(err);
+  }
+
+  onUpgrade(statusCode: number, headers: Buffer[] | string[] | null, socket: unknown): void {
+    this.#release();
+    this.#handler.onUpgrade?.(statusCode, headers, socket);
+  }
+
+  onResponseStarted(): void {
+    this.#handler.onResponseStarted?.();
+  }
+
+  onBodySent(chunk: unknown): void {
+    this.#handler.onBodySent?.(chunk);
+  }
 }
 
 function parseHttpUrl(url: string): URL {

@@ -23,6 +23,22 @@ export function loadAgents(): UndiciAgents {
   return loaded;
 }
 
+let pool: typeof Undici.Pool | undefined;
+
+/** undici's `Pool` (the per-origin pool an `Agent` makes), loaded as {@link loadAgents} loads the agents. */
+export function loadPool(): typeof Undici.Pool {
+  if (pool === undefined) {
+    loadAgents();
+    const require = createRequire(import.meta.url);
+    try {
+      pool = require('undici/lib/dispatcher/pool.js') as typeof Undici.Pool;
+    } catch {
+      pool = (require('undici') as typeof Undici).Pool;
+    }
+  }
+  return pool;
+}
+
 function loadLean(): UndiciAgents | undefined {
   const require = createRequire(import.meta.url);
   try {

@@ -1,67 +1,12 @@
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { HttpClient } from '../../src/http/client.js';
 import { killChildren, runCli } from '../cli/cli-child.js';
-import { makeResources, resourceListXml } from '../destination/static-source.js';
+import { type CountingSource, countingSource } from './counting-source.js';
 import { text } from '../destination/http-testserver.js';
-
-/** A Source serving a Resource List of `n` resources, each answered after `delayMs`, counting connections. */
-interface CountingSource {
-  readonly url: string;
-  /** Most connections open at once, most requests in flight at once, request start times. */
-  readonly seen: { maxOpen: number; maxInFlight: number; starts: number[] };
-  reset(): void;
-  close(): Promise<void>;
-}
-
-async function countingSource(n: number, delayMs: number): Promise<CountingSource> {
-  const resources = makeResources(n, 256);
-  let base = '';
-  let open = 0;
-  let inFlight = 0;
-  const seen = { maxOpen: 0, maxInFlight: 0, starts: [] as number[] };
-  const server: Server = createServer((req, res) => {
-    const path = new URL(req.url ?? '/', base).pathname;
-    inFlight++;
-    seen.maxInFlight = Math.max(seen.maxInFlight, inFlight);
-    seen.starts.push(Date.now());
-    const done = (status: number, body: string | Buffer, type: string): void => {
-      inFlight--;
-      res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body) });
-      res.end(body);
-    };
-    if (path === '/resourcelist.xml')
-      return done(200, resourceListXml(base, resources, '2024-06-01T00:00:00Z'), 'application/xml');
-    const r = resources.find((x) => x.path === path);
-    setTimeout(() => (r === undefined ? done(404, 'no', 'text/plain') : done(200, r.body, 'text/plain')), delayMs);
-  });
-  server.on('connection', (socket) => {
-    open++;
-    seen.maxOpen = Math.max(seen.maxOpen, open);
-    socket.on('close', () => open--);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    url: `${base}/resourcelist.xml`,
-    seen,
-    reset() {
-      seen.maxOpen = open;
-      seen.maxInFlight = 0;
-      seen.starts = [];
-    },
-    close: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
-}
 
 describe('politeness caps', { timeout: 120_000 }, () => {
   const cleanup: (() => Promise<void>)[] = [];
@@ -85,12 +30,17 @@ describe('politeness caps', { timeout: 120_000 }, () => {
     assert.ok(src.seen.maxOpen > 2, `without the cap: ${src.seen.maxOpen} connections (the test needs more than 2)`);
     await src.close();
 
-    const capped = await countingSource(60, 25);
-    cleanup.push(() => capped.close());
-    await sync(capped, ['--max-connections', '2', '--concurrency', '32']);
-    assert.ok(capped.seen.maxOpen <= 2, `--max-connections 2: the Source saw ${capped.seen.maxOpen} connections`);
-    assert.ok(capped.seen.maxInFlight <= 2, `--max-connections 2: ${capped.seen.maxInFlight} requests at once`);
-    assert.ok(capped.seen.maxOpen >= 1);
+    // Over the adaptive window (default) and over a fixed --concurrency alike.
+    for (const extra of [[], ['--concurrency', '32']]) {
+      const capped = await countingSource(60, 25);
+      cleanup.push(() => capped.close());
+      await sync(capped, ['--max-connections', '2', ...extra]);
+      const what = ['--max-connections 2', ...extra].join(' ');
+      assert.ok(capped.seen.maxOpen <= 2, `${what}: the Source saw ${capped.seen.maxOpen} connections`);
+      assert.ok(capped.seen.maxInFlight <= 2, `${what}: ${capped.seen.maxInFlight} requests at once`);
+      assert.ok(capped.seen.maxOpen >= 1);
+      await capped.close();
+    }
   });
 
   it('sync --delay spaces every request to one host', async () => {
