@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { constants as fsConstants } from 'node:fs';
+import { constants as fsConstants, readFileSync } from 'node:fs';
 import { access, mkdir, rm, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { type Command, Option } from 'commander';
@@ -67,6 +67,8 @@ export interface LiveSourceOptions {
   readonly changeListPeriodMs?: number;
   /** `--ingest-token`: accept pushed changes at `<base>resourcesync/ingest` with this bearer token (`ingest.ts`). */
   readonly ingestToken?: string;
+  /** `--tls-cert` / `--tls-key`: serve HTTPS, HTTP/2 and HTTP/1.1 by ALPN (see `NodeServerOptions.tls`). */
+  readonly tls?: { readonly cert: Buffer; readonly key: Buffer };
 }
 
 /** URLs a running Source advertises, read from its own Source Description and Capability Lists. */
@@ -78,6 +80,8 @@ export interface AdvertisedUrls {
 
 interface ServeCliOptions {
   readonly ingestToken?: string;
+  readonly tlsCert?: string;
+  readonly tlsKey?: string;
   readonly baseUrl?: string;
   readonly port: string;
   readonly host: string;
@@ -290,6 +294,7 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
   };
   const server = createSourceServer(sitePromise, {
     ...(o.directoryIndex === undefined ? {} : { directoryIndex: o.directoryIndex }),
+    ...(o.tls === undefined ? {} : { tls: o.tls }),
     gzipCache,
     ...(o.log
       ? {
@@ -321,7 +326,8 @@ export async function runLiveSource(o: LiveSourceOptions): Promise<void> {
   let explorer: { readonly url: string; close(): Promise<void> } | undefined;
   try {
     const host = o.host === '0.0.0.0' || o.host === '::' ? 'localhost' : address.host;
-    const baseUrl = baseUrlGiven ?? `http://${host.includes(':') ? `[${host}]` : host}:${address.port}/`;
+    const scheme = o.tls === undefined ? 'http' : 'https';
+    const baseUrl = baseUrlGiven ?? `${scheme}://${host.includes(':') ? `[${host}]` : host}:${address.port}/`;
     let options: DirectorySourceOptions = {
       dir,
       baseUrl,
@@ -459,6 +465,8 @@ export function register(program: Command): void {
     .option('--base-url <url>', 'public base URL of the resources (default: http://<host>:<port>/)')
     .option('--port <n>', 'port to listen on (0 = any free port)', '8080')
     .option('--host <addr>', 'address to listen on', '127.0.0.1')
+    .option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM), HTTP/2 and HTTP/1.1 (with --tls-key)')
+    .option('--tls-key <file>', 'the private key (PEM) of --tls-cert')
     .option('--state <dir>', 'where the inventory and change log are kept (default: next to <dir>)')
     .option(
       '--store <url>',
@@ -576,7 +584,21 @@ export function register(program: Command): void {
       const ingestToken = opts.ingestToken ?? process.env['RESOURCESYNC_INGEST_TOKEN'];
       if (ingestToken !== undefined && ingestToken.length < 16)
         throw new ResourceSyncError('RS_CONFIG', '--ingest-token must have at least 16 characters');
+      if ((opts.tlsCert === undefined) !== (opts.tlsKey === undefined))
+        throw new ResourceSyncError('RS_CONFIG', '--tls-cert and --tls-key go together');
+      let tls: { cert: Buffer; key: Buffer } | undefined;
+      if (opts.tlsCert !== undefined && opts.tlsKey !== undefined) {
+        const read = (what: string, file: string): Buffer => {
+          try {
+            return readFileSync(file);
+          } catch (e) {
+            throw new ResourceSyncError('RS_CONFIG', `cannot read the TLS ${what} ${file}: ${(e as Error).message}`);
+          }
+        };
+        tls = { cert: read('certificate', opts.tlsCert), key: read('key', opts.tlsKey) };
+      }
       await runLiveSource({
+        ...(tls === undefined ? {} : { tls }),
         dir,
         port: parseWholeNumber('port', opts.port, 0, 65_535),
         host: opts.host,

@@ -13,7 +13,7 @@
  */
 import type { Agent, Dispatcher, EnvHttpProxyAgent, ProxyAgent } from 'undici';
 import { backoffDelay, sleep } from './backoff.js';
-import { loadAgents, loadPool } from './undici.js';
+import { loadAgents, loadClient, loadPool } from './undici.js';
 import { OriginWindow } from './window.js';
 import { setMaxListeners } from 'node:events';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
@@ -66,6 +66,13 @@ export interface HttpClientOptions {
   readonly maxConnections?: number;
   /** Politeness: least time between the starts of two requests to one origin (default 0). */
   readonly politenessDelayMs?: number;
+  /**
+   * Use HTTP/2 with an `https:` origin that offers it (ALPN): one connection carries the window's requests as
+   * streams. Default true. (Cleartext h2c is not used: see `docs` of issue 14 in BENCHMARKS.md.)
+   */
+  readonly http2?: boolean;
+  /** Extra trusted CA certificates (PEM) for `https:` origins (default: Node's). */
+  readonly ca?: string | Buffer;
   /** Size bound of documents read through {@link HttpClient.get} with `maxBytes: 'document'` (default 50 MiB x 4). */
   readonly maxDocumentBytes?: number;
   /** Keep-alive time of idle connections (default 10 s). */
@@ -235,8 +242,12 @@ export class HttpClient {
     const agentOptions = {
       connections: this.#maxWindow,
       pipelining: 1,
+      allowH2: options.http2 ?? true,
       keepAliveTimeout: options.keepAliveTimeoutMs ?? 10_000,
-      connect: { timeout: options.connectTimeoutMs ?? 10_000 },
+      connect: {
+        timeout: options.connectTimeoutMs ?? 10_000,
+        ...(options.ca === undefined ? {} : { ca: options.ca }),
+      },
       headersTimeout: options.headersTimeoutMs ?? 30_000,
       bodyTimeout: options.bodyIdleTimeoutMs ?? 30_000,
     };
@@ -306,19 +317,30 @@ export class HttpClient {
   /**
    * The connection pool of one origin, sized to its window as the window moves: a request let through the gate
    * while every connection is busy then waits for one to free (as with a fixed pool) rather than opening another.
+   * An `https:` origin gets one connection until ALPN has told whether it speaks HTTP/2: if so, that connection
+   * carries the window as streams; if not, the pool grows to the window.
    */
   readonly #pool = (origin: string | URL, opts: object): Dispatcher => {
     const Pool = loadPool();
-    const pool = new Pool(origin, opts as ConstructorParameters<typeof Pool>[1]);
-    const window = this.#windowOf(typeof origin === 'string' ? origin : origin.origin);
+    const poolOptions = opts as NonNullable<ConstructorParameters<typeof Pool>[1]> & { allowH2?: boolean };
+    const url = typeof origin === 'string' ? new URL(origin) : origin;
+    const window = this.#windowOf(url.origin);
+    let protocol: 'h1' | 'h2' | undefined =
+      url.protocol === 'https:' && poolOptions.allowH2 === true ? undefined : 'h1';
+    const pool = new Pool(origin, {
+      ...poolOptions,
+      factory: h2Clients(poolOptions, (h2) => {
+        protocol = h2 ? 'h2' : 'h1';
+        size();
+      }),
+    });
     const connections = Object.getOwnPropertySymbols(pool).find((k) => k.description === 'connections');
-    if (connections !== undefined) {
-      const resize = (limit: number): void => {
-        (pool as unknown as Record<symbol, number>)[connections] = limit;
-      };
-      resize(window.limit);
-      window.onLimit = resize;
-    }
+    const size = (): void => {
+      if (connections !== undefined)
+        (pool as unknown as Record<symbol, number>)[connections] = protocol === 'h1' ? window.limit : 1;
+    };
+    size();
+    window.onLimit = size;
     return pool;
   };
 
@@ -695,6 +717,40 @@ export function parseRetryAfter(value: string | string[] | undefined, now: numbe
   if (Number.isNaN(date)) return undefined;
   return Math.max(0, date - now);
 }
+
+/**
+ * A factory of undici clients that carry many requests at once (as HTTP/2 streams) once their connection turned
+ * out to speak HTTP/2, and one at a time over HTTP/1.1 (no pipelining): undici's `pipelining` is one setting for
+ * both, so it is raised per connection when ALPN chose `h2`. The window's gate bounds the streams.
+ */
+function h2Clients(
+  options: object,
+  onProtocol: (h2: boolean) => void,
+): (origin: string | URL, opts: object) => Dispatcher {
+  const o = options as { connect?: Record<string, unknown>; allowH2?: boolean };
+  if (o.allowH2 !== true) return (origin, opts) => new (loadClient().Client)(origin, opts);
+  const { Client, buildConnector } = loadClient();
+  const connect = buildConnector({ ...(o.connect ?? {}), allowH2: true } as Parameters<typeof buildConnector>[0]);
+  return (origin, opts) => {
+    const client = new Client(origin, {
+      ...opts,
+      connect: (connectOptions, callback) =>
+        connect(connectOptions, (err, socket) => {
+          if (err === null) {
+            const h2 = (socket as { alpnProtocol?: string | false }).alpnProtocol === 'h2';
+            if (h2) client.pipelining = H2_STREAMS;
+            onProtocol(h2);
+          }
+          // biome-ignore lint/suspicious/noExplicitAny: undici's callback type is a union of two signatures
+          (callback as any)(err, socket);
+        }),
+    });
+    return client;
+  };
+}
+
+/** Most streams on one HTTP/2 connection (the window bounds them first). */
+const H2_STREAMS = 128;
 
 /**
  * `agent` behind a gate: each request waits for a slot of its origin's window before it is dispatched, and gives

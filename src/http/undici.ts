@@ -23,6 +23,26 @@ export function loadAgents(): UndiciAgents {
   return loaded;
 }
 
+let client: { Client: typeof Undici.Client; buildConnector: typeof Undici.buildConnector } | undefined;
+
+/** undici's `Client` and `buildConnector`, loaded as {@link loadAgents} loads the agents. */
+export function loadClient(): { Client: typeof Undici.Client; buildConnector: typeof Undici.buildConnector } {
+  if (client === undefined) {
+    loadAgents();
+    const require = createRequire(import.meta.url);
+    try {
+      client = {
+        Client: require('undici/lib/dispatcher/client.js') as typeof Undici.Client,
+        buildConnector: require('undici/lib/core/connect.js') as typeof Undici.buildConnector,
+      };
+    } catch {
+      const u = require('undici') as typeof Undici;
+      client = { Client: u.Client, buildConnector: u.buildConnector };
+    }
+  }
+  return client;
+}
+
 let pool: typeof Undici.Pool | undefined;
 
 /** undici's `Pool` (the per-origin pool an `Agent` makes), loaded as {@link loadAgents} loads the agents. */

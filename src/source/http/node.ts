@@ -18,7 +18,7 @@
  * @module
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
+import { createSecureServer, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import type { AddressInfo, Socket } from 'node:net';
 import { pipeline } from 'node:stream/promises';
 import { ResourceSyncError } from '../../core/errors.js';
@@ -38,6 +38,12 @@ export interface NodeServerOptions {
   readonly maxConnections?: number;
   /** How long {@link SourceServer.close} waits for in-flight responses before destroying them. Default 5 s. */
   readonly closeTimeoutMs?: number;
+  /**
+   * Serve over TLS with this certificate and key (PEM), offering HTTP/2 and HTTP/1.1 by ALPN: a `node:http2`
+   * secure server with `allowHTTP1`, the same handler behind both. The idle-socket timeout and the 400/408/431
+   * answers to malformed requests are those of `node:http2` then. Default: plain HTTP/1.1.
+   */
+  readonly tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
   /** Called once per finished (or aborted) request. */
   readonly onRequest?: (entry: RequestLogEntry) => void;
   /** Called with errors while a response body is sent (a file that vanished or shrank mid-response). */
@@ -49,11 +55,13 @@ export interface RequestLogEntry {
   readonly method: string;
   readonly target: string;
   readonly status: number;
-  /** Bytes written to the socket for this response, headers included. */
+  /** Bytes written to the socket for this response, headers included (0 over HTTP/2: not counted per stream). */
   readonly bytes: number;
   readonly ms: number;
   /** True when the client went away (or the server destroyed the connection) before the response ended. */
   readonly aborted: boolean;
+  /** The request's HTTP version: `1.1`, or `2.0` (over TLS, see {@link NodeServerOptions.tls}). */
+  readonly version?: string;
 }
 
 /** The address the server listens on. */
@@ -68,7 +76,10 @@ export interface ListeningAddress {
 export interface SourceServer {
   /** The request handler it serves: mount routes on it ({@link SourceHandler.mount}), or call it in process. */
   readonly handler: SourceHandler;
-  /** The underlying `node:http` server (e.g. to attach WebSocket upgrades). */
+  /**
+   * The underlying `node:http` server (e.g. to attach WebSocket upgrades); with `tls`, the `node:http2` secure
+   * server (its HTTP/1.1 connections emit `upgrade` as a `node:http` server does).
+   */
   readonly httpServer: Server;
   /** Starts listening; port 0 picks a free port. Rejects with RS_CONFIG naming the port when it is in use. */
   listen(port?: number, host?: string): Promise<ListeningAddress>;
@@ -98,23 +109,37 @@ export function createNodeServer(handler: SourceHandler, options: NodeServerOpti
   /** Abort signals handed to routes, of requests in flight: aborted by close() (long-lived streams end). */
   const signals = new Set<AbortController>();
 
-  const server = createServer(
-    {
-      headersTimeout: options.headersTimeoutMs ?? 10_000,
-      requestTimeout: options.requestTimeoutMs ?? 30_000,
-      keepAlive: true,
-      // How often Node checks headers/request timeouts; must not exceed them.
-      connectionsCheckingInterval: Math.min(1_000, options.headersTimeoutMs ?? 10_000),
-    },
-    (req, res) => {
-      void serve(req, res);
-    },
-  );
+  const tls = options.tls;
+  /** Connections of the TLS server (no closeAllConnections there). */
+  const tlsSockets = new Set<Socket>();
+  const server: Server =
+    tls === undefined
+      ? createServer(
+          {
+            headersTimeout: options.headersTimeoutMs ?? 10_000,
+            requestTimeout: options.requestTimeoutMs ?? 30_000,
+            keepAlive: true,
+            // How often Node checks headers/request timeouts; must not exceed them.
+            connectionsCheckingInterval: Math.min(1_000, options.headersTimeoutMs ?? 10_000),
+          },
+          (req, res) => {
+            void serve(req, res);
+          },
+        )
+      : (createSecureServer({ cert: tls.cert, key: tls.key, allowHTTP1: true }, (req, res) => {
+          void serve(req as unknown as IncomingMessage, res as unknown as ServerResponse);
+        }) as unknown as Server);
   server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 5_000;
   server.maxConnections = options.maxConnections ?? 1_000;
+  if (tls !== undefined)
+    server.on('secureConnection', (socket: Socket) => {
+      tlsSockets.add(socket);
+      socket.once('close', () => tlsSockets.delete(socket));
+    });
   // Node arms this idle timeout on every socket and re-arms it for every request and on every read and write.
-  server.setTimeout(options.idleTimeoutMs ?? 60_000);
-  server.on('timeout', (socket: Socket) => {
+  else server.setTimeout(options.idleTimeoutMs ?? 60_000);
+  server.on('timeout', (socket: Socket | undefined) => {
+    if (socket === undefined) return;
     // While the handler looks up or generates (a cold Resource List of a million entries takes a while), the
     // socket is quiet through no fault of the client: spared. The timer starts again with the response's first
     // write. Any other idle socket (a client that stopped reading, an idle keep-alive connection) is destroyed,
@@ -146,7 +171,9 @@ export function createNodeServer(handler: SourceHandler, options: NodeServerOpti
     const method = req.method ?? 'GET';
     const target = req.url ?? '/';
     const socket = req.socket;
-    const writtenBefore = socket.bytesWritten;
+    // Over HTTP/2 the socket is the session's, whose count is not the stream's: 0 then.
+    const written = (): number => (typeof socket.bytesWritten === 'number' ? socket.bytesWritten : 0);
+    const writtenBefore = written();
     inFlight.add(res);
     responses.set(socket, res);
     res.on('close', () => {
@@ -156,12 +183,14 @@ export function createNodeServer(handler: SourceHandler, options: NodeServerOpti
         method,
         target,
         status: res.statusCode,
-        bytes: socket.bytesWritten - writtenBefore,
+        bytes: written() - writtenBefore,
         ms: Math.round(performance.now() - started),
         aborted: !res.writableFinished,
+        version: req.httpVersion,
       });
       // A response that ends during close() leaves an idle keep-alive socket: close it now.
-      if (closing) setImmediate(() => server.closeIdleConnections());
+      if (closing && tls === undefined) setImmediate(() => server.closeIdleConnections());
+      else if (closing && inFlight.size === 0) for (const s of tlsSockets) s.destroy();
     });
     const response = await handler.handle(nodeRequest(req, res, method, target, signals));
     if (closing) res.setHeader('Connection', 'close');
@@ -186,7 +215,7 @@ export function createNodeServer(handler: SourceHandler, options: NodeServerOpti
         server.off('error', onError);
         const a = server.address() as AddressInfo;
         const h = a.family === 'IPv6' ? `[${a.address}]` : a.address;
-        resolve({ host: a.address, port: a.port, url: `http://${h}:${a.port}/` });
+        resolve({ host: a.address, port: a.port, url: `${tls === undefined ? 'http' : 'https'}://${h}:${a.port}/` });
       };
       server.once('error', onError);
       server.once('listening', onListening);
@@ -199,8 +228,12 @@ export function createNodeServer(handler: SourceHandler, options: NodeServerOpti
     closing = true;
     for (const c of signals) c.abort();
     closePromise = new Promise<void>((resolve) => {
+      const closeAll = (): void => {
+        if (tls === undefined) server.closeAllConnections();
+        else for (const s of tlsSockets) s.destroy();
+      };
       if (!server.listening) {
-        server.closeAllConnections();
+        closeAll();
         resolve();
         return;
       }
@@ -209,10 +242,12 @@ export function createNodeServer(handler: SourceHandler, options: NodeServerOpti
         if (timer) clearTimeout(timer);
         resolve();
       });
-      server.closeIdleConnections();
+      if (tls === undefined) server.closeIdleConnections();
+      // HTTP/2 sessions and idle TLS connections: nothing to wait for but responses in flight.
+      else if (inFlight.size === 0) closeAll();
       timer = setTimeout(() => {
         for (const res of inFlight) res.destroy();
-        server.closeAllConnections();
+        closeAll();
       }, closeTimeoutMs);
     });
     return closePromise;
