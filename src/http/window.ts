@@ -148,6 +148,12 @@ export class OriginWindow {
       return;
     }
     const now = this.#now();
+    if (this.#phase === 'warmup' && !this.#saturated) {
+      // Until the window first fills (discovery, a list being read), nothing is measured.
+      this.#epochStart = now;
+      this.#wake();
+      return;
+    }
     if (this.#epochStart < 0) this.#epochStart = start;
     this.#done++;
     this.#latency += now - sent;
