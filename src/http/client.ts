@@ -298,8 +298,9 @@ export class HttpClient {
    * run goes: it follows the adaptive window (see window.ts).
    */
   get concurrency(): number {
-    let max = this.#initialWindow;
-    if (this.#windows !== undefined) for (const w of this.#windows.values()) if (w.limit > max) max = w.limit;
+    if (this.#windows === undefined || this.#windows.size === 0) return 2 * this.#initialWindow;
+    let max = 1;
+    for (const w of this.#windows.values()) if (w.limit > max) max = w.limit;
     return 2 * max;
   }
 

@@ -7,7 +7,7 @@ import { forEachConcurrent } from '../../src/destination/concurrent.js';
 import { HttpClient, INITIAL_WINDOW } from '../../src/http/client.js';
 import { OriginWindow } from '../../src/http/window.js';
 import { killChildren, runCli } from '../cli/cli-child.js';
-import { text } from '../destination/http-testserver.js';
+import { startServer, text } from '../destination/http-testserver.js';
 import { countingSource } from './counting-source.js';
 
 /**
@@ -113,8 +113,8 @@ describe('HttpClient adaptive window (real Source)', { timeout: 120_000 }, () =>
     for (const c of cleanup) await c();
   });
 
-  it('a Source answering after 80 ms sees more than the first window of requests at once, and sync follows it', async () => {
-    const src = await countingSource(600, 80);
+  it('a Source answering after 150 ms sees more than the first window of requests at once, and sync follows it', async () => {
+    const src = await countingSource(600, 150);
     cleanup.push(() => src.close());
     const dir = await mkdtemp(join(tmpdir(), 'rs-window-'));
     cleanup.push(() => rm(dir, { recursive: true, force: true }));
@@ -124,21 +124,41 @@ describe('HttpClient adaptive window (real Source)', { timeout: 120_000 }, () =>
     assert.ok(src.seen.maxInFlight > 2 * INITIAL_WINDOW, `at most ${src.seen.maxInFlight} requests at once`);
   });
 
+  it('a 503 with Retry-After halves the window and holds the origin back that long', async () => {
+    let n = 0;
+    const times: number[] = [];
+    const s = await startServer((_req, res) => {
+      times.push(Date.now());
+      if (n++ === 0) {
+        res.writeHead(503, { 'retry-after': '1' });
+        res.end('busy');
+      } else res.end('ok');
+    });
+    cleanup.push(() => s.close());
+    const client = new HttpClient({ retryBaseDelayMs: 5 });
+    cleanup.push(() => client.close());
+    assert.equal(await text((await client.get(`${s.url}/a`)).body), 'ok');
+    assert.equal(client.concurrency, INITIAL_WINDOW, 'halved: 4 in flight, 8 callers');
+    assert.ok((times[1] as number) - (times[0] as number) >= 900, `retried after ${times[1]! - times[0]!} ms`);
+  });
+
   it('the library client grows the window under enough callers, and reports its concurrency', async () => {
-    const src = await countingSource(400, 60);
+    const src = await countingSource(400, 150);
     cleanup.push(() => src.close());
     const client = new HttpClient();
     cleanup.push(() => client.close());
     assert.equal(client.concurrency, 2 * INITIAL_WINDOW);
     const base = src.url.replace('/resourcelist.xml', '');
+    let most = 0;
     await forEachConcurrent(
       Array.from({ length: 400 }, (_, i) => i),
       () => client.concurrency,
       async (i) => {
+        most = Math.max(most, client.concurrency);
         await text((await client.get(`${base}/res/r${i}.txt`)).body);
       },
     );
-    assert.ok(client.concurrency > 2 * INITIAL_WINDOW, `concurrency ${client.concurrency}`);
+    assert.ok(most > 2 * INITIAL_WINDOW, `concurrency at most ${most}`);
     assert.ok(src.seen.maxInFlight > INITIAL_WINDOW, `at most ${src.seen.maxInFlight} requests at once`);
   });
 });
