@@ -10,7 +10,9 @@
  * - slow start: the window doubles while each doubling raises the rate by at least {@link START_GAIN} (see
  *   {@link gained}: the rate by Little's law, and the measured rate not falling much);
  * - otherwise, a change that did not raise the rate by {@link PROBE_GAIN} is undone, and the window holds for
- *   some epochs before probing a quarter more (the hold doubles after each failed probe, up to 32 epochs);
+ *   some epochs before probing a quarter more (the hold doubles after each failed probe, up to 32 epochs); a
+ *   slow start that ended without gain is tried again twice first (a noisy epoch on a loaded machine can end
+ *   it: at 100 ms that left the window at 8 for a whole run);
  * - latency rising to twice what it was when the window settled, with the rate falling, shrinks it by a quarter
  *   (not below its start);
  * - a 429 or 503 halves it (down to 1) and, with `Retry-After`, pauses the origin that long.
@@ -35,6 +37,8 @@ export const START_GAIN = 1.25;
 export const PROBE_GAIN = 1.1;
 /** Saturated epochs held before the first probe after slow start. */
 const FIRST_HOLD = 4;
+/** Slow starts tried (the first, and again after a hold) before the window only probes a quarter more. */
+const START_TRIES = 3;
 /** Longest hold between probes (epochs). */
 const MAX_HOLD = 32;
 
@@ -107,6 +111,8 @@ export class OriginWindow {
   #holdLeft = 0;
   /** Rate and latency when the window settled (hold). */
   #settled: Sample | undefined;
+  /** Slow starts that ended without gain. */
+  #startTries = 0;
 
   constructor(options: WindowOptions) {
     this.#ceiling = Math.max(1, Math.floor(options.ceiling));
@@ -257,8 +263,15 @@ export class OriginWindow {
         s.latency = 0.75 * s.latency + 0.25 * mean;
       }
       if (--this.#holdLeft > 0 || limit >= this.#ceiling) return;
-      this.#phase = 'probe';
-      this.#grow(here, 1.25);
+      // A slow start that a noisy epoch may have cut short (on a loaded machine) is tried again, twice; after
+      // that, the window probes a quarter more.
+      if (this.#startTries < START_TRIES) {
+        this.#phase = 'start';
+        this.#grow(here, 2);
+      } else {
+        this.#phase = 'probe';
+        this.#grow(here, 1.25);
+      }
       return;
     }
     if (before === undefined) {
@@ -272,9 +285,10 @@ export class OriginWindow {
       else this.#grow(here, start ? 2 : 1.25);
       return;
     }
-    // No gain: back to the limit before, and (after a probe) hold longer before the next one.
+    // No gain: back to the limit before, and hold (longer after each failed probe) before the next try.
     this.limit = before.limit;
-    if (this.#phase === 'probe') this.#hold = Math.min(MAX_HOLD, this.#hold * 2);
+    if (start) this.#startTries++;
+    else this.#hold = Math.min(MAX_HOLD, this.#hold * 2);
     this.#settle(before);
   }
 
