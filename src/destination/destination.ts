@@ -12,7 +12,7 @@ import type { DocumentKind } from '../core/model.js';
 import { type AuditSources, runAudit } from './audit.js';
 import { type BaselineSources, runBaseline } from './baseline.js';
 import { type ContextOptions, type Durability, type StateLike, SyncContext, dryState } from './context.js';
-import { type DiscoveryResult, discover } from './discovery.js';
+import { type DiscoveryResult, discover, sourceAliasesOf } from './discovery.js';
 import type { AuditCounts, Operation, SyncEvent, SyncSummary } from './events.js';
 import { HttpClient, type HttpClientOptions } from '../http/client.js';
 import { type IncrementalSources, parseFromOption, runIncremental } from './incremental.js';
@@ -257,8 +257,9 @@ export class Destination {
         mode === 'notification' && this.discovered !== undefined ? this.discovered : await this.discoverSource(client);
       this.discovered = discovered;
       const docs = documentsOf(discovered);
-      const key = setKeyOf(discovered);
-      if (real !== undefined) selectSourceSet(real, key, o, this.dir);
+      const identityWarnings: string[] = [];
+      if (real !== undefined)
+        await selectSourceSet(real, discovered, o, this.dir, client, (m) => identityWarnings.push(m));
       const watermark = state.getWatermark();
       let op: Operation;
       if (mode !== 'auto') op = mode;
@@ -337,7 +338,7 @@ export class Destination {
       }
       let ctx = makeCtx(op);
       // Discovery's choices (e.g. a plain Sitemap passed over for a ResourceSync document) are the run's warnings.
-      for (const w of discovered.warnings ?? []) ctx.warn('RS_DISCOVERY', w);
+      for (const w of [...(discovered.warnings ?? []), ...identityWarnings]) ctx.warn('RS_DISCOVERY', w);
       this.emit({ type: 'start', operation: op, source: o.url, dryRun });
       let via: string[] = [];
       let watermarkAfter = watermark?.at;
@@ -433,13 +434,51 @@ function originOf(url: string | undefined): string | undefined {
 }
 
 /**
- * Selects the watermark of `key` in the state, refusing a Source other than the copy's unless
- * `allowOtherSource`. A copy made by version 1 of the state (one watermark, Source not recorded) is taken to
- * be the same Source when it was synchronized from the same origin.
+ * Selects the watermark of the discovered set in the state, refusing a Source other than the copy's unless
+ * `allowOtherSource`. One Source has several entry points (its root, `/.well-known/resourcesync`, a Source
+ * Description Index, any of its Source Descriptions, a Capability List, whose `up` link names the Source
+ * Description listing it): a Source is recorded under the first one synchronized (see {@link setKeyOf}), and
+ * another is the same Source when the documents say so: an Index lists it, or a Source Description names the
+ * recorded Index by its `index`/`up` link (see `DiscoveryResult.sourceAliases`, `DestinationState.sourceAliases`,
+ * both on the naming document's own origin). What discovery read answers most cases without a request; a
+ * Source Description known only from a Capability List's `up` link is read (one GET, its header) when, and only
+ * when, nothing recorded matches. What is learnt is recorded (so the next run needs no request), and the set
+ * keeps the Source as recorded, hence its watermark. A copy made by version 1 of the state (one watermark,
+ * Source not recorded) is taken to be the same Source when it was synchronized from the same origin.
  * @throws ResourceSyncError `RS_CONFIG` naming the copy's Source and the flag that overrides.
  */
-function selectSourceSet(state: DestinationState, key: SetKey, o: DestinationOptions, dir: string): void {
+async function selectSourceSet(
+  state: DestinationState,
+  discovered: DiscoveryResult,
+  o: DestinationOptions,
+  dir: string,
+  client: HttpClient,
+  warn: (message: string) => void,
+): Promise<void> {
+  const found = setKeyOf(discovered);
   const owner = state.copySource();
+  const recorded = state.copySources();
+  const identity = new Set([found.source, ...(discovered.sourceAliases ?? [])]);
+  const sameAs = (r: string): boolean => identity.has(r) || state.sourceAliases(r).some((a) => identity.has(a));
+  let match = recorded.includes(found.source) ? found.source : recorded.find(sameAs);
+  let learnt: string[] = [];
+  if (
+    match === undefined &&
+    recorded.length > 0 &&
+    discovered.sourceAliases === undefined &&
+    discovered.sourceDescription !== undefined
+  ) {
+    // Only named by a Capability List's `up` link: its Source Description says which Index it belongs to.
+    try {
+      learnt = await sourceAliasesOf(found.source, client, o.signal === undefined ? {} : { signal: o.signal });
+    } catch (e) {
+      if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+      warn(`could not read the Source Description ${found.source} to tell its Source: ${(e as Error).message}`);
+    }
+    for (const a of learnt) identity.add(a);
+    match = recorded.find(sameAs);
+  }
+  const key: SetKey = match === undefined ? found : { source: match, set: found.set };
   const legacy = state.legacySet();
   const legacyUrl = legacy?.watermark?.sourceUrl;
   const legacySame =
@@ -449,14 +488,23 @@ function selectSourceSet(state: DestinationState, key: SetKey, o: DestinationOpt
       legacyUrl === '' ||
       originOf(legacyUrl) === originOf(key.source) ||
       originOf(legacyUrl) === originOf(o.url));
-  const other = owner !== undefined ? owner !== key.source : legacy !== undefined && !legacySame;
-  if (other && o.allowOtherSource !== true)
+  const other = owner !== undefined ? key.source !== owner : legacy !== undefined && !legacySame;
+  if (other && o.allowOtherSource !== true) {
+    // A Source Description names its Index: the Index lists the others (an Index's own aliases are its members).
+    const index =
+      discovered.sourceDescriptionIndex === undefined ? [...identity].find((u) => u !== found.source) : undefined;
+    const hint =
+      owner !== undefined && match === undefined && index !== undefined
+        ? ` (nor of ${index}, which ${found.source} belongs to: if that is this copy's Source, synchronize once from ${index} so the copy learns it)`
+        : '';
     throw new ResourceSyncError(
       'RS_CONFIG',
-      `${dir} is a copy of ${owner ?? legacyUrl ?? 'another Source'}, not of ${key.source}: sync into another directory, or give --allow-other-source to keep both Sources in this copy (each with its own watermark)`,
+      `${dir} is a copy of ${owner ?? legacyUrl ?? 'another Source'}, not of ${found.source}${hint}: sync into another directory, or give --allow-other-source to keep both Sources in this copy (each with its own watermark)`,
       { url: o.url },
     );
+  }
   state.selectSet(key, { adoptLegacy: legacySame });
+  state.addSourceAliases(key.source, identity);
 }
 
 /** The capability documents of a discovery result. */

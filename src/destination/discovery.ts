@@ -38,6 +38,13 @@ export interface DiscoveryResult {
   readonly sourceDescription?: string;
   /** URL of the Source Description Index, when discovery read one (§8); its Source Descriptions were read too. */
   readonly sourceDescriptionIndex?: string;
+  /**
+   * Other URLs the documents read name as the same Source (see {@link sourceAliasesOf}): the Source
+   * Descriptions an Index lists, the Index a Source Description names by its `index` (or `up`) link. Present
+   * when discovery read the Source Description or Index (possibly empty); absent when it only knows the Source
+   * Description's URL (from a Capability List's `up` link) or none.
+   */
+  readonly sourceAliases?: readonly string[];
   /** Every Capability List the Source Description lists (all of them, for an Index), or the one found. */
   readonly sets: readonly { readonly url: string; readonly name?: string }[];
   /** The chosen Capability List: the only one, or the one `set` selected. Absent when several and none chosen. */
@@ -549,7 +556,8 @@ export async function discover(
             url: docUrl,
           });
         const chosen = chooseSet(sets, options.set, docUrl, tried, url);
-        if (chosen === undefined) return { sourceDescription: docUrl, sets: listed, tried };
+        const sourceAliases = descriptionAliases(header, docUrl);
+        if (chosen === undefined) return { sourceDescription: docUrl, sourceAliases, sets: listed, tried };
         const set = await loadCapabilityList(chosen.url, chosen.name);
         if (set === undefined)
           throw new ResourceSyncError(
@@ -557,7 +565,7 @@ export async function discover(
             `the Capability List ${chosen.url} listed by the Source Description could not be read; tried: ${tried.join('; ')}`,
             { url: docUrl },
           );
-        return { sourceDescription: docUrl, sets: listed, set, tried };
+        return { sourceDescription: docUrl, sourceAliases, sets: listed, set, tried };
       }
       case 'source-description-index':
         return fromSourceDescriptionIndex(docUrl, doc);
@@ -650,7 +658,11 @@ export async function discover(
         `no Capability List in the Source Descriptions of the Source Description Index; tried: ${tried.join('; ')}`,
         { url: indexUrl },
       );
-    const found = { sourceDescription: indexUrl, sourceDescriptionIndex: indexUrl };
+    const found = {
+      sourceDescription: indexUrl,
+      sourceDescriptionIndex: indexUrl,
+      sourceAliases: sameOrigin(listed, indexUrl),
+    };
     const names = sets.map((c) => (c.name === undefined ? { url: c.url } : { url: c.url, name: c.name }));
     const chosen = chooseSet(sets, options.set, indexUrl, tried, url);
     if (chosen === undefined) return { ...found, sets: names, tried };
@@ -785,6 +797,49 @@ function relLink(header: DocumentHeader, base: string, rel: string): string | un
 
 function upLink(header: DocumentHeader, base: string): string | undefined {
   return relLink(header, base, 'up');
+}
+
+/** The URLs of `urls` on the origin of `of` (a document vouches only for its own origin's Source). */
+function sameOrigin(urls: readonly string[], of: string): string[] {
+  const origin = originOf(of);
+  return origin === undefined ? [] : urls.filter((u) => u !== of && originOf(u) === origin);
+}
+
+/** The Source Description Index a Source Description names (`index`, else `up` link), on its own origin. */
+function descriptionAliases(header: DocumentHeader, url: string): string[] {
+  const index = relLink(header, url, 'index') ?? upLink(header, url);
+  return index === undefined ? [] : sameOrigin([index], url);
+}
+
+/**
+ * Most URLs {@link sourceAliasesOf} returns: the Source Descriptions of an Index past this many are left out
+ * (its Source Descriptions still name it by their `index` link).
+ */
+export const MAX_SOURCE_ALIASES = 1000;
+
+/**
+ * What one Source Description or Source Description Index says of its Source, with one GET of `url`: for a
+ * Source Description, the Index its `index` (else `up`) link names; for an Index, the Source Descriptions it
+ * lists (at most {@link MAX_SOURCE_ALIASES}). Only URLs on `url`'s origin count (a document vouches for its
+ * own Source, not another site's). Used by the Destination to tell whether a Source Description named by a
+ * Capability List's `up` link belongs to the Source a copy was made of.
+ * Memory: one document's header, or the entries of one Index (at most 100,000).
+ * @throws ResourceSyncError `RS_HTTP`, `RS_TIMEOUT`, `RS_XML` ... naming the URL; `RS_ABORTED`.
+ */
+export async function sourceAliasesOf(
+  url: string,
+  client: HttpClient,
+  options: { readonly signal?: AbortSignal } = {},
+): Promise<string[]> {
+  const doc = await openRemoteDocument(url, client, options.signal === undefined ? {} : { signal: options.signal });
+  if (doc.header.kind !== 'source-description-index') {
+    await doc.entries.return();
+    return doc.header.kind === 'source-description' ? descriptionAliases(doc.header, url) : [];
+  }
+  const listed = (await readEntries(doc, url))
+    .filter((e) => e.loc !== '' && (e.md?.capability === undefined || e.md.capability === 'description'))
+    .map((e) => absolute(e.loc, url));
+  return sameOrigin(listed, url).slice(0, MAX_SOURCE_ALIASES);
 }
 
 interface SetCandidate {

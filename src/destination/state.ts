@@ -166,6 +166,10 @@ CREATE TABLE renames (seq INTEGER PRIMARY KEY, uri TEXT NOT NULL, from_path TEXT
 
 /** Meta key of the file-name options of the copy (see {@link DestinationState.nameOptions}). */
 const NAMES_KEY = 'names';
+/** Metadata key of {@link DestinationState.sourceAliases}: JSON `{ "<recorded Source>": ["<url>", ...] }`. */
+const SOURCE_ALIASES_KEY = 'source-aliases';
+/** Most aliases kept per Source (an Index listing more Source Descriptions is still named by their `index` links). */
+const MAX_ALIASES_PER_SOURCE = 1000;
 
 interface SetRow {
   id: number;
@@ -563,6 +567,57 @@ export class DestinationState {
    */
   copySource(): string | undefined {
     return this.sets().find((s) => !s.legacy)?.source;
+  }
+
+  /**
+   * The Sources the copy holds (see {@link copySource}; more than one only with sets of other Sources kept on
+   * purpose), each as first recorded, in the order they were first synchronized.
+   */
+  copySources(): string[] {
+    return [...new Set(this.sets().flatMap((s) => (s.legacy ? [] : [s.source])))];
+  }
+
+  /**
+   * Other URLs known to name the Source recorded as `source` (see {@link SetKey.source}): the Source
+   * Description Index, its Source Descriptions, learnt from the documents of earlier runs, at most 1,000. A
+   * Source is recorded in the sets under the URL it was first synchronized from, whichever entry point that
+   * was; these let its other entry points find it. Empty for a copy made before they were kept.
+   */
+  sourceAliases(source: string): string[] {
+    return this.#aliasMap()[source] ?? [];
+  }
+
+  /**
+   * Adds URLs naming the Source recorded as `source` (see {@link sourceAliases}); returns whether any was new.
+   * Nothing is written when none is new (nor in a read-only state).
+   */
+  addSourceAliases(source: string, urls: Iterable<string>): boolean {
+    const map = this.#aliasMap();
+    const known = new Set(map[source] ?? []);
+    const before = known.size;
+    for (const u of urls) {
+      if (known.size >= MAX_ALIASES_PER_SOURCE) break;
+      if (u !== source && u !== '') known.add(u);
+    }
+    if (known.size === before || this.#db.readonly) return false;
+    map[source] = [...known];
+    this.setMeta(SOURCE_ALIASES_KEY, JSON.stringify(map));
+    return true;
+  }
+
+  #aliasMap(): Record<string, string[]> {
+    const text = this.getMeta(SOURCE_ALIASES_KEY);
+    if (text === undefined) return Object.create(null) as Record<string, string[]>;
+    try {
+      const parsed = JSON.parse(text) as unknown;
+      const out = Object.create(null) as Record<string, string[]>;
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return out;
+      for (const [k, v] of Object.entries(parsed))
+        if (Array.isArray(v)) out[k] = v.filter((x): x is string => typeof x === 'string');
+      return out;
+    } catch {
+      return Object.create(null) as Record<string, string[]>;
+    }
   }
 
   /** The watermark migrated from schema version 1, not adopted yet by a set (see {@link selectSet}). */
