@@ -209,6 +209,24 @@ function upsertRow(c: ChangeInput, nowMs: number): ResourceRow {
   };
 }
 
+/**
+ * True when a stored row and the row replacing it differ at most in `file_id` (the file identity the scan's quick
+ * check uses): no document of the set shows it, so such a write leaves the set's version.
+ */
+function sameShown(old: ResourceRow | undefined, row: ResourceRow): boolean {
+  return (
+    old !== undefined &&
+    old.set_name === row.set_name &&
+    old.length === row.length &&
+    old.type === row.type &&
+    old.md5 === row.md5 &&
+    old.sha1 === row.sha1 &&
+    old.sha256 === row.sha256 &&
+    old.lastmod_ms === row.lastmod_ms &&
+    old.links === row.links
+  );
+}
+
 /** A lone surrogate (with the `u` flag, a paired one is one code point, not matched). */
 const LONE_SURROGATE = /\p{Cs}/u;
 
@@ -502,11 +520,22 @@ class SqliteStore implements SourceStore {
         openParts.set(setName, part);
         return part;
       };
+      // Sets whose documents this write moves (their version is bumped below).
+      const moved = new Set<string>();
       for (const c of changes) {
         const h = c.hashes ?? {};
         const now = log ? nextChangeDatetime(last, clock, this.#floorMs) : first;
-        if (c.change === 'deleted') s.remove.run(c.uri);
-        else s.upsert.run(upsertRow(c, now));
+        if (c.change === 'deleted') {
+          s.remove.run(c.uri);
+          moved.add(c.setName);
+        } else {
+          const row = upsertRow(c, now);
+          // An inventory-only refresh of a file's identity (its racy mark cleared after a re-hash gave the same
+          // bytes) changes nothing a document shows: the set's version stays, so its documents stay (same `at`,
+          // same bytes, same ETag) instead of being regenerated after every rescan that re-hashed a file.
+          if (log || !sameShown(s.getResource.get(c.uri), row)) moved.add(c.setName);
+          s.upsert.run(row);
+        }
         let part = partFor(c.setName, now);
         if (!log) continue;
         last = now;
@@ -558,7 +587,7 @@ class SqliteStore implements SourceStore {
         out.push(rec);
       }
       s.setMeta.run('version', String(head.version + 1));
-      for (const name of new Set(changes.map((c) => c.setName))) {
+      for (const name of moved) {
         const v = Number(s.getMeta.get(`version:${name}`)?.value ?? '0');
         s.setMeta.run(`version:${name}`, String(v + 1));
       }

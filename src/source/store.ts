@@ -222,7 +222,7 @@ export interface StoreSnapshot {
   /** Start of the snapshot, UTC ms: no change recorded after the snapshot gets a datetime <= this. */
   readonly atMs: number;
   countResources(setName?: string): Promise<number>;
-  /** Version of one set: bumped by every write transaction touching it. */
+  /** Version of one set: see {@link SourceStore.setVersion}. */
   setVersion(setName: string): Promise<number>;
   /** Resources in `uri` order (binary). */
   resources(setName?: string): AsyncGenerator<ResourceRecord, void, undefined>;
@@ -292,7 +292,13 @@ export interface SourceStore {
    * The Source takes one per document group it generates, so that several servers generate each once.
    */
   lockShared?(name: string, waitMs: number): Promise<SharedLock | undefined>;
-  /** Version of one set: bumped by every write transaction touching it (documents of the set depend on it). */
+  /**
+   * Version of one set: bumped by every write transaction that changes what the set's documents show (documents
+   * of the set are regenerated when it moved). An inventory-only write that changes nothing but resources'
+   * `fileId` (a rescan clearing a racy mark after re-hashing the same bytes) should leave it, so an unchanged
+   * collection keeps its documents (same `at`, bytes and ETag); a store that bumps it anyway only costs a
+   * regeneration (the SQLite store leaves it; the PostgreSQL store still bumps it).
+   */
   setVersion(setName: string): Promise<number>;
   countResources(setName?: string): Promise<number>;
   /**
