@@ -166,7 +166,7 @@ describe('Source Description Index of our Source (§8)', { timeout: 60_000 }, ()
       [base, 's4'],
       [`${base}.well-known/resourcesync`, 's2'],
     ] as const) {
-      const s = await new Destination({ url, set, dir: mirror, durability: 'none', allowOtherSource: true }).sync();
+      const s = await new Destination({ url, set, dir: mirror, durability: 'none' }).sync();
       assert.equal(s.counts.failed, 0, JSON.stringify(s.failures));
       assert.equal(s.counts.created, 1, `${set}: ${JSON.stringify(s.counts)}`);
       const host = new URL(base);
