@@ -159,6 +159,19 @@ type ResourceRow = [
 ];
 const RESOURCE_COLUMNS = 'uri, set_name, length, type, md5, sha1, sha256, lastmod_ms, file_id, links';
 
+/** What the documents of a set show of a stored resource (all but `file_id`). */
+interface ShownRow {
+  uri: string;
+  set_name: string;
+  length: number;
+  type: string | null;
+  md5: string | null;
+  sha1: string | null;
+  sha256: string | null;
+  lastmod_ms: number;
+  links: string | null;
+}
+
 type ChangeRow = [
   seq: number,
   uri: string,
@@ -484,6 +497,41 @@ export class PgStore implements SourceStore {
     return toResource(row);
   }
 
+  /**
+   * The sets an inventory-only batch moves: those of its deletions, and of each upsert whose stored row differs
+   * in more than `file_id` (or is new, or moves to another set: both sets). One SELECT of the upserted keys.
+   */
+  async #movedSets(c: Queryable, changes: readonly ChangeInput[], upserts: readonly ResourceRow[]): Promise<string[]> {
+    const moved = new Set<string>();
+    for (const ch of changes) if (ch.change === 'deleted') moved.add(ch.setName);
+    if (upserts.length === 0) return [...moved];
+    const old = new Map<string, ShownRow>();
+    for (const r of (
+      await c.query<ShownRow>(
+        `SELECT uri, set_name, length, type, md5, sha1, sha256, lastmod_ms, links FROM ${this.#s}.resources WHERE uri = ANY($1::text[])`,
+        [upserts.map((u) => u[0])],
+      )
+    ).rows)
+      old.set(r.uri, r);
+    for (const row of upserts) {
+      const [uri, setName, length, type, md5, sha1, sha256, lastmodMs, , links] = row;
+      const o = old.get(uri);
+      if (o !== undefined && o.set_name !== setName) moved.add(o.set_name);
+      const same =
+        o !== undefined &&
+        o.set_name === setName &&
+        Number(o.length) === Number(length) &&
+        o.type === type &&
+        o.md5 === md5 &&
+        o.sha1 === sha1 &&
+        o.sha256 === sha256 &&
+        Number(o.lastmod_ms) === Number(lastmodMs) &&
+        o.links === links;
+      if (!same) moved.add(setName);
+    }
+    return [...moved];
+  }
+
   async setVersion(setName: string): Promise<number> {
     const rows = await this.#query<{ version: number }>(
       'read a set version',
@@ -688,6 +736,10 @@ export class PgStore implements SourceStore {
       if (row === null) deleted.push(uri);
       else upserts.push(row);
     }
+    // Sets whose documents this write moves (their version is bumped below): all of them for a logged write; for
+    // an inventory-only one, not those whose rows change in nothing but `file_id` (a rescan clearing a racy mark
+    // after re-hashing the same bytes), so an unchanged collection keeps its documents (as the SQLite store).
+    const moved = log ? setNames : await this.#movedSets(c, changes, upserts);
     if (deleted.length > 0) await c.query(`DELETE FROM ${s}.resources WHERE uri = ANY($1::text[])`, [deleted]);
     if (upserts.length > 0)
       await c.query(
@@ -737,7 +789,7 @@ export class PgStore implements SourceStore {
     await c.query(
       `INSERT INTO ${s}.set_versions (set_name, version) SELECT unnest($1::text[]), 1
        ON CONFLICT (set_name) DO UPDATE SET version = ${s}.set_versions.version + 1`,
-      [setNames],
+      [moved],
     );
     await c.query(
       `UPDATE ${s}.state SET seq = $1, version = version + 1, last_ms = CASE WHEN $2::bigint IS NULL THEN last_ms ELSE $2::bigint END WHERE id = 1`,

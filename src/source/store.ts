@@ -295,9 +295,9 @@ export interface SourceStore {
   /**
    * Version of one set: bumped by every write transaction that changes what the set's documents show (documents
    * of the set are regenerated when it moved). An inventory-only write that changes nothing but resources'
-   * `fileId` (a rescan clearing a racy mark after re-hashing the same bytes) should leave it, so an unchanged
-   * collection keeps its documents (same `at`, bytes and ETag); a store that bumps it anyway only costs a
-   * regeneration (the SQLite store leaves it; the PostgreSQL store still bumps it).
+   * `fileId` (a rescan clearing a racy mark after re-hashing the same bytes) leaves it, so an unchanged
+   * collection keeps its documents (same `at`, bytes and ETag); both stores keep this (a store that bumped it
+   * anyway would only cost a regeneration).
    */
   setVersion(setName: string): Promise<number>;
   countResources(setName?: string): Promise<number>;

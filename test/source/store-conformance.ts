@@ -406,6 +406,30 @@ export function storeConformance(factory: StoreFactory): void {
       });
     });
 
+    it("leaves a set's version when an inventory-only write changes nothing but fileId", async () => {
+      await withStore(factory, async ({ store }) => {
+        const a = created('a', 'x', {
+          length: 3,
+          hashes: { md5: '900150983cd24fb0d6963f7d28e17f72' },
+          lastmodMs: 1e12,
+        });
+        await store.recordChanges([{ ...a, fileId: 'racy:1' }, created('b', 'y')], { log: false });
+        const [x, y] = [await store.setVersion('x'), await store.setVersion('y')];
+        const v = (await store.head()).version;
+        // A rescan re-hashed the file, found the same bytes and clears the racy mark: nothing any document shows.
+        await store.recordChanges([{ ...a, fileId: '1:2:3' }], { log: false });
+        assert.equal(await store.setVersion('x'), x, 'only fileId changed: the set keeps its documents');
+        assert.equal(await store.setVersion('y'), y);
+        assert.ok((await store.head()).version > v, 'the store version still moves');
+        assert.equal((await store.getResource(a.uri))?.fileId, '1:2:3');
+        // A touched file (new lastmod) moves it; so does a logged write of the same content.
+        await store.recordChanges([{ ...a, fileId: '1:2:4', lastmodMs: 2e12 }], { log: false });
+        assert.equal(await store.setVersion('x'), x + 1);
+        await store.recordChanges([{ ...a, change: 'updated', fileId: '1:2:4', lastmodMs: 2e12 }]);
+        assert.equal(await store.setVersion('x'), x + 2);
+      });
+    });
+
     it('keeps metadata', async () => {
       await withStore(factory, async ({ store }) => {
         assert.equal(await store.getMeta('k'), undefined);
