@@ -42,7 +42,7 @@ import type {
   StoreHead,
   StoreSnapshot,
 } from './store.js';
-import { checkLinks, nextChangeDatetime } from './store.js';
+import { checkLinks, nextChangeDatetime, type ShownRow, sameShown } from './store.js';
 
 /** Options of {@link openPgStore}. */
 export interface PgStoreOptions {
@@ -158,19 +158,6 @@ type ResourceRow = [
   links: string | null,
 ];
 const RESOURCE_COLUMNS = 'uri, set_name, length, type, md5, sha1, sha256, lastmod_ms, file_id, links';
-
-/** What the documents of a set show of a stored resource (all but `file_id`). */
-interface ShownRow {
-  uri: string;
-  set_name: string;
-  length: number;
-  type: string | null;
-  md5: string | null;
-  sha1: string | null;
-  sha256: string | null;
-  lastmod_ms: number;
-  links: string | null;
-}
 
 type ChangeRow = [
   seq: number,
@@ -517,17 +504,8 @@ export class PgStore implements SourceStore {
       const [uri, setName, length, type, md5, sha1, sha256, lastmodMs, , links] = row;
       const o = old.get(uri);
       if (o !== undefined && o.set_name !== setName) moved.add(o.set_name);
-      const same =
-        o !== undefined &&
-        o.set_name === setName &&
-        Number(o.length) === Number(length) &&
-        o.type === type &&
-        o.md5 === md5 &&
-        o.sha1 === sha1 &&
-        o.sha256 === sha256 &&
-        Number(o.lastmod_ms) === Number(lastmodMs) &&
-        o.links === links;
-      if (!same) moved.add(setName);
+      const shown = { uri, set_name: setName, length, type, md5, sha1, sha256, lastmod_ms: lastmodMs, links };
+      if (!sameShown(o, shown)) moved.add(setName);
     }
     return [...moved];
   }

@@ -24,7 +24,7 @@ import type {
   StoreHead,
   StoreSnapshot,
 } from './store.js';
-import { checkLinks, nextChangeDatetime } from './store.js';
+import { checkLinks, nextChangeDatetime, type ShownRow, sameShown } from './store.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS resources (
@@ -123,17 +123,8 @@ export function decodeLinks(text: string | null | undefined): ResourceLink[] | u
   return JSON.parse(text) as ResourceLink[];
 }
 
-interface ResourceRow {
-  uri: string;
-  set_name: string;
-  length: number;
-  type: string | null;
-  md5: string | null;
-  sha1: string | null;
-  sha256: string | null;
-  lastmod_ms: number;
+interface ResourceRow extends ShownRow {
   file_id: string | null;
-  links: string | null;
 }
 interface ChangeRow {
   seq: number;
@@ -207,24 +198,6 @@ function upsertRow(c: ChangeInput, nowMs: number): ResourceRow {
     file_id: c.fileId ?? null,
     links: encodeLinks(c.links),
   };
-}
-
-/**
- * True when a stored row and the row replacing it differ at most in `file_id` (the file identity the scan's quick
- * check uses): no document of the set shows it, so such a write leaves the set's version.
- */
-function sameShown(old: ResourceRow | undefined, row: ResourceRow): boolean {
-  return (
-    old !== undefined &&
-    old.set_name === row.set_name &&
-    old.length === row.length &&
-    old.type === row.type &&
-    old.md5 === row.md5 &&
-    old.sha1 === row.sha1 &&
-    old.sha256 === row.sha256 &&
-    old.lastmod_ms === row.lastmod_ms &&
-    old.links === row.links
-  );
 }
 
 /** A lone surrogate (with the `u` flag, a paired one is one code point, not matched). */
@@ -533,7 +506,13 @@ class SqliteStore implements SourceStore {
           // An inventory-only refresh of a file's identity (its racy mark cleared after a re-hash gave the same
           // bytes) changes nothing a document shows: the set's version stays, so its documents stay (same `at`,
           // same bytes, same ETag) instead of being regenerated after every rescan that re-hashed a file.
-          if (log || !sameShown(s.getResource.get(c.uri), row)) moved.add(c.setName);
+          // A set a resource leaves moves too (as in the PostgreSQL store). A logged write moves its set anyway.
+          if (log) moved.add(c.setName);
+          else {
+            const stored = s.getResource.get(c.uri);
+            if (stored !== undefined && stored.set_name !== c.setName) moved.add(stored.set_name);
+            if (!sameShown(stored, row)) moved.add(c.setName);
+          }
           s.upsert.run(row);
         }
         let part = partFor(c.setName, now);

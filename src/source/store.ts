@@ -47,6 +47,42 @@ export interface ResourceLink {
 export const MAX_LINKS_PER_RESOURCE = 64;
 
 /**
+ * What the documents of a set show of a stored resource: a stored row (as both stores name their columns) but
+ * its `file_id`.
+ */
+export interface ShownRow {
+  uri: string;
+  set_name: string;
+  length: number;
+  type: string | null;
+  md5: string | null;
+  sha1: string | null;
+  sha256: string | null;
+  lastmod_ms: number;
+  /** JSON ({@link ResourceLink}[]), as the stores keep it. */
+  links: string | null;
+}
+
+/**
+ * True when a stored row and the row replacing it differ at most in `file_id` (the file identity the scan's quick
+ * check uses): no document of the set shows it, so an inventory-only write of it leaves the set's version
+ * ({@link SourceStore.setVersion}).
+ */
+export function sameShown(old: ShownRow | undefined, row: ShownRow): boolean {
+  return (
+    old !== undefined &&
+    old.set_name === row.set_name &&
+    old.length === row.length &&
+    old.type === row.type &&
+    old.md5 === row.md5 &&
+    old.sha1 === row.sha1 &&
+    old.sha256 === row.sha256 &&
+    old.lastmod_ms === row.lastmod_ms &&
+    old.links === row.links
+  );
+}
+
+/**
  * Checks the links of a change (every backend calls it in {@link SourceStore.recordChanges}, before writing):
  * `rel` and `href` non-empty without control characters, `length` a safe integer >= 0, `pri` 1..999,999,
  * `modifiedMs` a safe integer, at most {@link MAX_LINKS_PER_RESOURCE}.
@@ -85,10 +121,10 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /** A resource as held in the inventory. */
 export interface ResourceRecord {
-  readonly uri: string;
+  uri: string;
   /** Name of the set (Capability List) the resource belongs to. */
   readonly setName: string;
-  readonly length: number;
+  length: number;
   /** Media type (from a maintained MIME database in the directory mode). */
   readonly type?: string;
   readonly hashes: Hashes;
@@ -131,7 +167,7 @@ export function nextChangeDatetime(previousMs: number | undefined, nowMs: number
  */
 export interface ChangeRecord {
   readonly seq: number;
-  readonly uri: string;
+  uri: string;
   readonly change: ChangeType;
   readonly datetimeMs: number;
   readonly setName: string;
@@ -145,7 +181,7 @@ export interface ChangeRecord {
 
 /** A change to record. For `created`/`updated`, `length`, `hashes` and `lastmodMs` describe the new state. */
 export interface ChangeInput {
-  readonly uri: string;
+  uri: string;
   readonly change: ChangeType;
   readonly setName: string;
   readonly length?: number;

@@ -427,6 +427,10 @@ export function storeConformance(factory: StoreFactory): void {
         assert.equal(await store.setVersion('x'), x + 1);
         await store.recordChanges([{ ...a, change: 'updated', fileId: '1:2:4', lastmodMs: 2e12 }]);
         assert.equal(await store.setVersion('x'), x + 2);
+        // The same resource moving to another set, inventory-only: both sets' documents change.
+        await store.recordChanges([{ ...a, setName: 'y', fileId: '1:2:4', lastmodMs: 2e12 }], { log: false });
+        assert.equal(await store.setVersion('x'), x + 3, 'the set it left');
+        assert.equal(await store.setVersion('y'), y + 1, 'the set it joined');
       });
     });
 
