@@ -9,6 +9,35 @@ import { BlobStore, openSqliteStore, type RecordedChange, Source } from '../../s
 import { bytes, checkPackage, crawl, tempDir } from './helpers.js';
 
 /** The library API over a store, as a repository (not a directory) would use it. */
+/**
+ * Runs `fn` with a Source over a fresh SQLite store (site under `<dir>/site`) whose every generation counts as
+ * "big" (served stale and regenerated in the background) and that never regenerates on a timer.
+ */
+async function withBigGroupSource(fn: (source: Source, dir: string) => Promise<void>): Promise<void> {
+  const { dir, cleanup } = await tempDir();
+  const store = await openSqliteStore({ path: join(dir, 'source.db') });
+  try {
+    const blobs = await BlobStore.open({ dir: join(dir, 'blobs') });
+    const source = await Source.open({
+      store,
+      baseUrl: 'http://localhost/',
+      siteDir: join(dir, 'site'),
+      blobs,
+      backgroundAfterMs: 0,
+      regenerateAfterMs: Number.POSITIVE_INFINITY,
+      fsync: false,
+    });
+    try {
+      await fn(source, dir);
+    } finally {
+      await source.close();
+    }
+  } finally {
+    await store.close();
+    await cleanup();
+  }
+}
+
 describe('Source library API', () => {
   it('records changes with metadata and content, and publishes valid documents and dumps', async () => {
     const { dir, cleanup } = await tempDir();
@@ -174,19 +203,7 @@ describe('Source library API', () => {
   it('brings a stale Change Dump up to date before serving it, even when its generation is "big"', async () => {
     // Issue 14: served stale, the Change Dump lacked the changes the Change Lists had, and every Destination
     // fetched each changed resource itself.
-    const { dir, cleanup } = await tempDir();
-    const store = await openSqliteStore({ path: join(dir, 'source.db') });
-    try {
-      const blobs = await BlobStore.open({ dir: join(dir, 'blobs') });
-      const source = await Source.open({
-        store,
-        baseUrl: 'http://localhost/',
-        siteDir: join(dir, 'site'),
-        blobs,
-        backgroundAfterMs: 0,
-        regenerateAfterMs: Number.POSITIVE_INFINITY,
-        fsync: false,
-      });
+    await withBigGroupSource(async (source, dir) => {
       await source.recordChanges([{ uri: 'a', change: 'created', content: () => bytes('a1') }]);
       const first = await source.document('/resourcesync/default/changedump.xml');
       assert.ok(first !== undefined);
@@ -201,29 +218,13 @@ describe('Source library API', () => {
         .replace(/\.zip$/, '');
       const manifest = await readFile(join(dir, 'site', 'resourcesync', 'default', `${last}-manifest.xml`), 'utf8');
       assert.match(manifest, /\/b<\/loc>/, 'the change recorded last is in a package');
-      await source.close();
-    } finally {
-      await store.close();
-      await cleanup();
-    }
+    });
   });
 
   it('brings a stale Resource Dump up to date before serving it, even when its generation is "big"', async () => {
     // A Resource Dump older than the Resource List is refused by a Destination (issue 14: served stale while
     // the list was regenerated, it sent the bench's baselines to the list).
-    const { dir, cleanup } = await tempDir();
-    const store = await openSqliteStore({ path: join(dir, 'source.db') });
-    try {
-      const blobs = await BlobStore.open({ dir: join(dir, 'blobs') });
-      const source = await Source.open({
-        store,
-        baseUrl: 'http://localhost/',
-        siteDir: join(dir, 'site'),
-        blobs,
-        backgroundAfterMs: 0,
-        regenerateAfterMs: Number.POSITIVE_INFINITY,
-        fsync: false,
-      });
+    await withBigGroupSource(async (source) => {
       await source.recordChanges([{ uri: 'a', change: 'created', content: () => bytes('a1') }]);
       assert.ok((await source.document('/resourcesync/default/resourcedump.xml')) !== undefined);
       await source.recordChanges([{ uri: 'b', change: 'created', content: () => bytes('b1') }]);
@@ -235,11 +236,7 @@ describe('Source library API', () => {
         dumpAt !== undefined && listAt !== undefined && dumpAt >= listAt,
         `dump at ${dumpAt}, list at ${listAt}`,
       );
-      await source.close();
-    } finally {
-      await store.close();
-      await cleanup();
-    }
+    });
   });
 
   it('regenerates a big Resource List in the background once changes settle, without a request', async () => {
