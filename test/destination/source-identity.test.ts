@@ -3,41 +3,17 @@
 // watermark; another Source is still refused (issue: a copy made from the root of a Source with an Index
 // recorded the Index, a run from a Capability List recorded its Source Description: "a copy of another Source").
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { isResourceSyncError } from '../../src/core/errors.js';
 import { Destination } from '../../src/destination/destination.js';
 import { DestinationState } from '../../src/destination/state.js';
-import { type DirectorySource, openDirectorySource } from '../../src/source/directory.js';
-import { type SourceServer, createSourceServer } from '../../src/source/server.js';
+import type { DirectorySource } from '../../src/source/directory.js';
+import type { SourceServer } from '../../src/source/server.js';
+import { SETS, serveSets } from '../source/sets-source.js';
 import { StaticSource, hashAttr } from './static-source.js';
-
-const SETS = ['s1', 's2', 's3', 's4', 's5'];
-
-/** Our Source with one folder per set and a limit of 2 entries a document: an Index over 3 Source Descriptions. */
-async function serveSets(dir: string): Promise<{ site: DirectorySource; server: SourceServer; base: string }> {
-  const coll = join(dir, 'coll');
-  for (const s of SETS) {
-    await mkdir(join(coll, s), { recursive: true });
-    await writeFile(join(coll, s, 'a.txt'), `a of ${s}\n`);
-  }
-  let resolveSite: (s: DirectorySource) => void = () => undefined;
-  const server = createSourceServer(new Promise<DirectorySource>((r) => (resolveSite = r)));
-  const base = (await server.listen(0, '127.0.0.1')).url;
-  const site = await openDirectorySource({
-    dir: coll,
-    baseUrl: base,
-    stateDir: join(dir, 'state'),
-    sets: 'top-level',
-    watch: false,
-    fsync: false,
-    limits: { maxEntriesPerDocument: 2 },
-  });
-  resolveSite(site);
-  return { site, server, base };
-}
 
 const NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"';
 const AT = '2026-01-01T00:00:00Z';
@@ -128,7 +104,7 @@ describe('one Source through each of its entry points', { timeout: 120_000 }, ()
   let other: StaticSource;
   before(async () => {
     work = await mkdtemp(join(tmpdir(), 'rs-srcid-'));
-    served = await serveSets(join(work, 'served'));
+    served = await serveSets(join(work, 'served'), { maxEntriesPerDocument: 2 });
     indexed = await StaticSource.start();
     publishIndexed(indexed);
     other = await StaticSource.start();

@@ -2,45 +2,17 @@
 // Source writes several Source Descriptions and the Index that groups them at the well-known URI; the validator
 // walks it, and a Destination discovers the sets of all its Source Descriptions and synchronizes one.
 import assert from 'node:assert/strict';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { runValidate } from '../../src/cli/validate.js';
 import { isResourceSyncError } from '../../src/core/errors.js';
 import { Destination } from '../../src/destination/destination.js';
-import { type DirectorySource, openDirectorySource } from '../../src/source/directory.js';
-import { createSourceServer, type SourceServer } from '../../src/source/server.js';
+import type { DirectorySource } from '../../src/source/directory.js';
+import type { SourceServer } from '../../src/source/server.js';
 import { readDocument } from '../../src/xml/index.js';
 import { tempDir } from './helpers.js';
-
-const SETS = ['s1', 's2', 's3', 's4', 's5'];
-
-/** A directory Source with one top-level folder per set, served on 127.0.0.1. */
-async function serveSets(
-  dir: string,
-  maxEntriesPerDocument?: number,
-): Promise<{ site: DirectorySource; server: SourceServer; base: string }> {
-  const coll = join(dir, 'coll');
-  for (const s of SETS) {
-    await mkdir(join(coll, s), { recursive: true });
-    await writeFile(join(coll, s, 'a.txt'), `a of ${s}\n`);
-  }
-  let resolveSite: (s: DirectorySource) => void = () => undefined;
-  const server = createSourceServer(new Promise<DirectorySource>((r) => (resolveSite = r)));
-  const base = (await server.listen(0, '127.0.0.1')).url;
-  const site = await openDirectorySource({
-    dir: coll,
-    baseUrl: base,
-    stateDir: join(dir, 'state'),
-    sets: 'top-level',
-    describedBy: `${base}about.html`,
-    watch: false,
-    fsync: false,
-    ...(maxEntriesPerDocument === undefined ? {} : { limits: { maxEntriesPerDocument } }),
-  });
-  resolveSite(site);
-  return { site, server, base };
-}
+import { SETS, serveSets } from './sets-source.js';
 
 async function get(url: string) {
   const res = await fetch(url);
@@ -66,7 +38,7 @@ describe('Source Description Index of our Source (§8)', { timeout: 60_000 }, ()
   let base: string;
   before(async () => {
     work = await tempDir();
-    ({ site, server, base } = await serveSets(work.dir, 2));
+    ({ site, server, base } = await serveSets(work.dir, { maxEntriesPerDocument: 2, describedBy: true }));
   });
   after(async () => {
     await server?.close();
@@ -179,7 +151,7 @@ describe('Source Description Index of our Source (§8)', { timeout: 60_000 }, ()
 describe('Source Description of our Source under the limit', () => {
   it('stays one Source Description at the well-known URI (no Index)', async () => {
     const work = await tempDir();
-    const { site, server, base } = await serveSets(work.dir);
+    const { site, server, base } = await serveSets(work.dir, { describedBy: true });
     try {
       const sd = await get(`${base}.well-known/resourcesync`);
       assert.equal(sd.kind, 'source-description');
