@@ -2,15 +2,16 @@
 // incremental runs over a Change Dump, against `serve` and a static `publish` site behind bench/wan/proxy.ts.
 //
 //   node --import tsx bench/wan/dumps-ab.ts --cli A/dist/src/cli/main.js,B/dist/src/cli/main.js
-//        [--rtt 0,20] [--runs 3] [--files 2000] [--dump-max-files N]
+//        [--rtt 0,20] [--runs 3] [--files 2000] [--dump-max-files N] [--bandwidth BYTES_PER_S]
 //
 // Unlike run.ts, every incremental round changes the files ONCE and then times each build on its own copy
 // (each copy sees the same changes), the builds' order alternating round by round; before the timed runs the
 // Sources have published the Change Dump for the changes (`publish` is run; `serve`'s changedump.xml is asked
 // for directly until its packages reach the changes), so the figures time the Destination, not the Source's
 // generation. Sources: `serve` and `publish` of the LAST build. `--dump-max-files N`: packages of N files at
-// most (several packages per dump: downloading the next package while one is applied shows). Load (uptime) is
-// printed with each round trip.
+// most (several packages per dump: downloading the next package while one is applied shows). `--bandwidth N`:
+// each direction of each Source's link carries N bytes/s at most (a package's body then takes time to arrive:
+// applying its files as they arrive shows). Load (uptime) is printed with each round trip.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -36,6 +37,7 @@ const RUNS = Number(value('--runs', '3'));
 const FILES = Number(value('--files', '2000'));
 const CHANGES = Math.min(1000, Math.floor(FILES / 2));
 const MAX_FILES = value('--dump-max-files', '');
+const BANDWIDTH = Number(value('--bandwidth', '0'));
 const label = (i: number): string => String.fromCharCode(65 + i);
 const load = (): string =>
   loadavg()
@@ -166,10 +168,10 @@ async function main(): Promise<void> {
       }
     let serveDumped = await changeDumpEntries(serveDirect);
     process.stdout.write(
-      `# dump ways, ${FILES} x 2 KB, incremental ${CHANGES} changes, ${RUNS} runs per build; ${CLIS.map((c, i) => `[${label(i)}] ${c}`).join(', ')}${MAX_FILES === '' ? '' : `; packages of at most ${MAX_FILES} files`}\n`,
+      `# dump ways, ${FILES} x 2 KB, incremental ${CHANGES} changes, ${RUNS} runs per build; ${CLIS.map((c, i) => `[${label(i)}] ${c}`).join(', ')}${MAX_FILES === '' ? '' : `; packages of at most ${MAX_FILES} files`}${BANDWIDTH > 0 ? `; links of ${BANDWIDTH} bytes/s` : ''}\n`,
     );
     for (const rtt of RTTS) {
-      for (const s of sources) s.proxy.set({ rttMs: rtt });
+      for (const s of sources) s.proxy.set({ rttMs: rtt, bandwidthBytesPerSec: BANDWIDTH });
       const results = new Map<string, number[]>();
       const add = (k: string, ms: number): void => {
         results.set(k, [...(results.get(k) ?? []), ms]);

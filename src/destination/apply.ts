@@ -56,6 +56,20 @@ export function packageInstaller(ctx: SyncContext, pkg: DumpPackage, path: strin
   };
 }
 
+/** Content already received whole (a dump package's bitstream read as the package arrived). */
+export function bytesInstaller(ctx: SyncContext, body: Uint8Array): Installer {
+  return {
+    install: async (target, expected) => {
+      try {
+        return await ctx.installBytes(body, target, expected);
+      } catch (e) {
+        if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+        return { error: e };
+      }
+    },
+  };
+}
+
 /** One resource to bring up to date. */
 export interface ResourceUpdate {
   readonly uri: string;

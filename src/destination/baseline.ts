@@ -11,9 +11,11 @@ import { join } from 'node:path';
 import { forEachConcurrent } from './concurrent.js';
 import { type SyncContext, describeError, regularFileSize } from './context.js';
 import { openExpected, openListTree } from './documents.js';
-import { DumpPackage, type PendingPackage, startPackage } from './dump.js';
+import { DumpPackage, type PendingPackage, arrivingManifest, manifestPathToName, startPackage } from './dump.js';
+import { DUMP_MANIFEST_NAME } from '../core/constants.js';
+import type { LocalEntry, LocalEntryParser } from '../io/zip-stream.js';
 import { expectedOf, UNCONFIRMED_DELETION } from './plan.js';
-import { applyResource, fetchInstaller, packageInstaller } from './apply.js';
+import { type Installer, applyResource, bytesInstaller, fetchInstaller, packageInstaller } from './apply.js';
 import { httpStatusOf } from '../http/client.js';
 import { runIncremental } from './incremental.js';
 
@@ -412,15 +414,20 @@ function startResourcePackage(ctx: SyncContext, pkgEntry: Entry): PendingPackage
   if (declared.length !== undefined) opts.length = declared.length;
   if (declared.hashes !== undefined) opts.hashes = declared.hashes;
   if (ctx.options.signal !== undefined) opts.signal = ctx.options.signal;
-  return startPackage(ctx.client, url, opts);
+  return startPackage(ctx.client, url, { ...opts, arriving: ctx.options.applyArriving ?? true });
 }
 
 /**
- * Applies one Resource Dump package: receive it (into memory when small, else to a temporary file; its
- * download started by {@link startResourcePackage}, while the package before it was applied),
- * open it, read `manifest.xml` first, then install every bitstream verified against the manifest. URIs the
- * package could not provide are added to `fallback`; `'all'` is returned when the package's content is unknown (no
- * readable manifest inside or via its `contents` link), so the whole list must be used.
+ * Applies one Resource Dump package (its download started by {@link startResourcePackage}, while the package
+ * before it was applied). While it arrives, when its first file is `manifest.xml` and its files follow in the
+ * manifest's order with their sizes in their local headers (as our Source writes them), each bitstream is
+ * installed as soon as it is in, verified against its manifest entry and its ZIP CRC-32
+ * ({@link applyArrivingResources}). Once the whole package is in and verified (declared length and hash, the
+ * central directory), the rest of the manifest is applied from it. A package that fails at its end sends
+ * every resource installed from it while it arrived, and the rest, to the Resource List (which checks them
+ * again against its own length and hash): nothing from a bad package stays unchecked.
+ * URIs the package could not provide are added to `fallback`; `'all'` is returned when the package's content
+ * is unknown (no readable manifest inside or via its `contents` link), so the whole list must be used.
  */
 async function applyResourcePackage(
   ctx: SyncContext,
@@ -430,16 +437,35 @@ async function applyResourcePackage(
   at: () => string | undefined,
 ): Promise<'ok' | 'all'> {
   const url = pkgEntry.loc;
+  const early = pending.arriving === undefined ? undefined : await applyArrivingResources(ctx, pending, fallback, at);
+  const recheck = (why: string): void => {
+    if (early === undefined || early.files.size === 0) return;
+    for (const f of early.files.values()) fallback.add(f.uri);
+    ctx.warn(
+      'RS_ZIP',
+      `${early.files.size} resources installed while the package arrived will be checked against the Resource List: ${why}`,
+      url,
+    );
+  };
   let pkg: DumpPackage;
   try {
     pkg = await DumpPackage.open(await pending.received, { url });
   } catch (e) {
     if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
+    recheck('the package failed');
     ctx.warn(codeOf(e), `package unusable, its resources will come from the Resource List: ${messageOf(e)}`, url);
     return collectFromContents(ctx, pkgEntry, fallback);
   }
   let manifestRead = false;
   try {
+    // What was read as it arrived must be what the central directory describes (the same manifest, the same
+    // files); anything else is checked again through the Resource List.
+    let skip = early?.consumed ?? 0;
+    if (early !== undefined && !pkg.describes(DUMP_MANIFEST_NAME, early.manifest)) {
+      recheck('its central directory describes another manifest.xml');
+      skip = 0;
+    } else if (early !== undefined)
+      for (const [name, f] of early.files) if (!pkg.describes(name, f)) fallback.add(f.uri);
     const manifest = await pkg.openManifest();
     if (manifest.header.kind !== 'resource-dump-manifest')
       throw new ResourceSyncError(
@@ -454,27 +480,11 @@ async function applyResourcePackage(
       manifest.entries,
       ctx.options.concurrency,
       async (m) => {
-        const uri = m.loc;
-        const target = targetOf(ctx, uri, 'dump');
-        if (target === undefined) return;
-        const failed = await applyResource(ctx, {
-          uri,
-          target,
-          entry: m,
-          rec: ctx.lookup(uri),
-          change: 'snapshot',
-          datetime: at(),
-          from: 'dump',
-          installer: packageInstaller(ctx, pkg, m.md?.path),
-        });
-        if (failed !== undefined) {
-          fallback.add(uri);
-          ctx.warn(
-            codeOf(failed.error),
-            `${uri}: not installed from the package, will use the Resource List: ${messageOf(failed.error)}`,
-            url,
-          );
+        if (skip > 0) {
+          skip--; // applied while the package arrived
+          return;
         }
+        await applyDumpEntry(ctx, m, url, packageInstaller(ctx, pkg, m.md?.path), fallback, at);
       },
       ctx.options.signal,
     );
@@ -486,6 +496,97 @@ async function applyResourcePackage(
     await pkg.close();
   }
   return manifestRead ? 'ok' : collectFromContents(ctx, pkgEntry, fallback);
+}
+
+/** One manifest entry of a Resource Dump applied ({@link applyResource}); a failure sends it to `fallback`. */
+async function applyDumpEntry(
+  ctx: SyncContext,
+  m: Entry,
+  url: string,
+  installer: Installer,
+  fallback: Set<string>,
+  at: () => string | undefined,
+): Promise<void> {
+  const uri = m.loc;
+  const target = targetOf(ctx, uri, 'dump');
+  if (target === undefined) return;
+  const failed = await applyResource(ctx, {
+    uri,
+    target,
+    entry: m,
+    rec: ctx.lookup(uri),
+    change: 'snapshot',
+    datetime: at(),
+    from: 'dump',
+    installer,
+  });
+  if (failed !== undefined) {
+    fallback.add(uri);
+    ctx.warn(
+      codeOf(failed.error),
+      `${uri}: not installed from the package, will use the Resource List: ${messageOf(failed.error)}`,
+      url,
+    );
+  }
+}
+
+/**
+ * The part of a Resource Dump package applied while it arrives (see {@link applyResourcePackage}): the
+ * manifest entries before the first whose bitstream did not arrive next (in order), their count, and the
+ * local header of each file read (checked against the central directory once the package is in).
+ * Memory: the manifest's bytes (at most 16 MiB) and one small record per file read.
+ */
+async function applyArrivingResources(
+  ctx: SyncContext,
+  pending: PendingPackage,
+  fallback: Set<string>,
+  at: () => string | undefined,
+): Promise<ArrivedPart | undefined> {
+  const url = pending.url;
+  const arriving = pending.arriving as LocalEntryParser;
+  const opened = await arrivingManifest(pending, 'resource-dump-manifest');
+  if (opened === undefined) return undefined;
+  const { doc: manifest, files } = opened;
+  const part: ArrivedPart = { manifest: opened.file, consumed: 0, files: new Map() };
+  async function* inOrder(): AsyncGenerator<{ m: Entry; data: Uint8Array }> {
+    for await (const m of manifest.entries) {
+      let name: string;
+      try {
+        name = manifestPathToName(m.md?.path, url);
+      } catch {
+        break; // reported when read from the whole package
+      }
+      const f = await files.next();
+      if (f.done === true) break;
+      if (f.value.name !== name) {
+        arriving.stop(`${f.value.name} arrived where the manifest has ${name}`);
+        break;
+      }
+      part.consumed++;
+      part.files.set(name, { crc32: f.value.crc32, size: f.value.size, offset: f.value.offset, uri: m.loc });
+      yield { m, data: f.value.data };
+    }
+  }
+  try {
+    await forEachConcurrent(
+      inOrder(),
+      ctx.options.concurrency,
+      (r) => applyDumpEntry(ctx, r.m, url, bytesInstaller(ctx, r.data), fallback, at),
+      ctx.options.signal,
+    );
+  } catch (e) {
+    arriving.stop('failed');
+    if (isResourceSyncError(e, 'RS_ABORTED') || ctx.options.signal?.aborted === true) throw e;
+    // Anything else: the part applied so far stands (each file verified), the rest from the whole package.
+  }
+  return part;
+}
+
+/** What {@link applyArrivingResources} applied: the first `consumed` manifest entries. */
+interface ArrivedPart {
+  readonly manifest: LocalEntry;
+  consumed: number;
+  readonly files: Map<string, { crc32: number; size: number; offset: number; uri: string }>;
 }
 
 /** Adds the URIs of a package's external manifest (`rs:ln rel="contents"`, §11.1) to `fallback`. */

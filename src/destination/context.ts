@@ -343,6 +343,11 @@ export interface ContextOptions {
   readonly autoBaseline: boolean;
   readonly durability: Durability;
   readonly maxPackageBytes?: number;
+  /**
+   * Apply a dump package's files while the package arrives, where its layout allows (manifest first, sizes in
+   * the local headers; see `baseline.ts` and `incremental.ts`); default true. False: only once it is in.
+   */
+  readonly applyArriving?: boolean;
   readonly tmpDir: string;
   /**
    * The previous run was interrupted (the journal says so): files may have been installed without being

@@ -93,6 +93,13 @@ export interface DestinationOptions {
   readonly durability?: Durability;
   /** Bound on a downloaded dump package (default 8 GiB). */
   readonly maxPackageBytes?: number;
+  /**
+   * Apply a dump package's files while it arrives, where its layout allows: `manifest.xml` first, the files in
+   * the manifest's order with their sizes in their local headers (default true). What was applied early is
+   * checked against the whole package once it is in (its length, hash and central directory), and checked
+   * again from the Resource List or Change Lists when the package fails.
+   */
+  readonly applyArriving?: boolean;
   /** Receive small resources (≤ 256 KiB declared) in memory and write them synchronously (default true). */
   readonly smallFastPath?: boolean;
   readonly signal?: AbortSignal;
@@ -286,6 +293,7 @@ export class Destination {
       if (!readOnly && ctxOptions.durability === 'batch')
         ctxOptions.spares = await SparePool.open(join(this.dir, STATE_DIR_NAME, SPARE_DIR_NAME));
       if (o.maxPackageBytes !== undefined) ctxOptions.maxPackageBytes = o.maxPackageBytes;
+      if (o.applyArriving !== undefined) ctxOptions.applyArriving = o.applyArriving;
       if (o.smallFastPath !== undefined) ctxOptions.smallFastPath = o.smallFastPath;
       if (journal !== undefined) ctxOptions.resumed = true;
       if (o.signal !== undefined) ctxOptions.signal = o.signal;

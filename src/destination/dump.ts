@@ -20,6 +20,7 @@ import { ResourceSyncError } from '../core/errors.js';
 import { type Hashes, hashesMatch } from '../core/hash.js';
 import { tempPathFor } from '../io/atomic.js';
 import { createMultiHasher } from '../io/hashing.js';
+import { type LocalEntry, LocalEntryParser } from '../io/zip-stream.js';
 import { DEFAULT_MAX_ZIP_ENTRIES, ZipReader, type ZipReaderOptions, checkEntryName } from '../io/zip-reader.js';
 import { type DocumentStream, openDocument } from '../xml/index.js';
 import type { HttpClient } from '../http/client.js';
@@ -55,6 +56,8 @@ export interface DownloadPackageOptions {
   readonly signal?: AbortSignal;
   /** Called with each chunk: bytes received so far, and the total when declared or announced (progress display). */
   readonly onBytes?: (received: number, total: number | undefined) => void;
+  /** Called with each chunk of the body, in order, after it was counted and checked (see {@link startPackage}). */
+  readonly onChunk?: (chunk: Uint8Array) => void;
 }
 
 /** Options of {@link fetchPackage}. */
@@ -67,6 +70,22 @@ export interface FetchPackageOptions extends DownloadPackageOptions {
    */
   readonly memoryBytes?: number;
 }
+
+/** Options of {@link startPackage}. */
+export interface StartPackageOptions extends FetchPackageOptions {
+  /**
+   * Also hand out the package's files as they arrive ({@link PendingPackage.arriving}), read from their local
+   * headers (see `io/zip-stream.ts`); default false.
+   */
+  readonly arriving?: boolean;
+}
+
+/** Largest bitstream handed out as it arrives (larger ones are read from the whole package): 256 KiB. */
+export const ARRIVING_MAX_FILE_BYTES = 256 * 1024;
+/** Largest first file (the manifest) handed out as it arrives: 16 MiB. */
+export const ARRIVING_MAX_MANIFEST_BYTES = 16 * 1024 ** 2;
+/** Bound on the bytes of arriving files not yet taken (see {@link LocalEntryParserOptions.maxQueuedBytes}). */
+export const ARRIVING_MAX_QUEUED_BYTES = 32 * 1024 ** 2;
 
 /**
  * GETs a package into a new temporary file under `tmpDir` and returns its path; the caller removes it (see
@@ -114,6 +133,13 @@ export interface PendingPackage {
   readonly url: string;
   /** {@link fetchPackage}'s result; a failure is only reported here (never unhandled). */
   readonly received: Promise<string | Uint8Array>;
+  /**
+   * With {@link StartPackageOptions.arriving}: the package's files as they arrive, each checked against its
+   * local header only. Nothing read here is verified against the package as a whole (its declared length and
+   * hash, its central directory) before {@link received} settles: a consumer that acts on them must be able
+   * to take back or re-check what it did when `received` rejects (see `baseline.ts`, `incremental.ts`).
+   */
+  readonly arriving?: LocalEntryParser;
   /** Stops the download if it is still running and removes its temporary file, if any. Never throws. */
   discard(): Promise<void>;
 }
@@ -130,23 +156,75 @@ export interface PendingPackage {
  * const pkg = await DumpPackage.open(await next.received, { url });
  * ```
  */
-export function startPackage(client: HttpClient, url: string, options: FetchPackageOptions): PendingPackage {
+export function startPackage(client: HttpClient, url: string, options: StartPackageOptions): PendingPackage {
   const stop = new AbortController();
   const signal = options.signal === undefined ? stop.signal : AbortSignal.any([options.signal, stop.signal]);
-  const received = fetchPackage(client, url, { ...options, signal });
-  received.catch(() => undefined); // reported to whoever awaits it
+  const arriving =
+    options.arriving === true
+      ? new LocalEntryParser({
+          maxEntryBytes: ARRIVING_MAX_FILE_BYTES,
+          maxFirstEntryBytes: ARRIVING_MAX_MANIFEST_BYTES,
+          maxQueuedBytes: ARRIVING_MAX_QUEUED_BYTES,
+        })
+      : undefined;
+  const fetchOptions: FetchPackageOptions =
+    arriving === undefined ? { ...options, signal } : { ...options, signal, onChunk: (c) => arriving.push(c) };
+  const received = fetchPackage(client, url, fetchOptions);
+  received.then(
+    () => arriving?.end(),
+    (e: unknown) => arriving?.end(`the package failed: ${(e as Error).message}`),
+  );
   let discarded = false;
-  return {
+  const pending: PendingPackage = {
     url,
     received,
     discard: async () => {
       if (discarded) return;
       discarded = true;
+      arriving?.stop('discarded');
       stop.abort(new ResourceSyncError('RS_ABORTED', 'package no longer needed', { url }));
       const r = await received.catch(() => undefined);
       if (typeof r === 'string') await rm(r, { force: true }).catch(() => undefined);
     },
   };
+  return arriving === undefined ? pending : { ...pending, arriving };
+}
+
+/** The manifest of a package being received and the files after it, as they arrive (see {@link arrivingManifest}). */
+export interface ArrivingManifest {
+  /** `manifest.xml` as read from its local header (compare with the central directory: {@link DumpPackage.describes}). */
+  readonly file: LocalEntry;
+  readonly doc: DocumentStream;
+  /** The package's files after the manifest, in the order they arrive. */
+  readonly files: AsyncIterator<LocalEntry>;
+}
+
+/**
+ * The manifest of a package started with {@link StartPackageOptions.arriving}, when `manifest.xml` is the
+ * package's first file and a readable document of `kind`; else undefined, and the package's files are no longer
+ * read as they arrive (the whole package, once in, says what is wrong). Memory: the manifest's bytes (at most
+ * {@link ARRIVING_MAX_MANIFEST_BYTES}).
+ */
+export async function arrivingManifest(
+  pending: PendingPackage,
+  kind: 'resource-dump-manifest' | 'change-dump-manifest',
+): Promise<ArrivingManifest | undefined> {
+  const arriving = pending.arriving;
+  if (arriving === undefined) return undefined;
+  const files = arriving[Symbol.asyncIterator]();
+  const first = await files.next();
+  if (first.done === true || first.value.name !== DUMP_MANIFEST_NAME) {
+    arriving.stop(`the package does not start with ${DUMP_MANIFEST_NAME}`);
+    return undefined;
+  }
+  try {
+    const doc = await openDocument(first.value.data, { url: `${pending.url}#${DUMP_MANIFEST_NAME}` });
+    if (doc.header.kind === kind) return { file: first.value, doc, files };
+  } catch {
+    // Reported when read from the whole package.
+  }
+  arriving.stop(`${DUMP_MANIFEST_NAME} is not a readable ${kind}`);
+  return undefined;
 }
 
 /** The body length a response announces, unless it is content-encoded (then it is not the length we get). */
@@ -194,6 +272,7 @@ async function receivePackage(
     if (signal?.aborted === true) throw new ResourceSyncError('RS_ABORTED', 'aborted', { url, cause: signal.reason });
     hasher?.update(r.value);
     options.onBytes?.(bytes, announced);
+    options.onChunk?.(r.value);
     return r.value;
   };
   const verify = (): void => {
@@ -434,6 +513,15 @@ export class DumpPackage {
     if (entry.compressedSize > limit || entry.size > limit) return undefined;
     if (entry.method !== 0 && entry.method !== 8) return undefined;
     return this.zip.readSmall(entry);
+  }
+
+  /**
+   * True when the central directory describes the file `name` as read from a local header: same offset,
+   * CRC-32 and size (see `io/zip-stream.ts`: a file read while the package arrived is the one it holds).
+   */
+  describes(name: string, local: { readonly offset: number; readonly crc32: number; readonly size: number }): boolean {
+    const e = this.zip.get(name);
+    return e !== undefined && e.localHeaderOffset === local.offset && e.crc32 === local.crc32 && e.size === local.size;
   }
 
   /** Closes the ZIP and (by default) removes the temporary file. */

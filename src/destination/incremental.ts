@@ -12,12 +12,14 @@
  */
 import { formatDatetime, parseDatetime } from '../core/datetime.js';
 import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
-import { applyResource, fetchInstaller, packageInstaller } from './apply.js';
+import { applyResource, bytesInstaller, fetchInstaller, packageInstaller } from './apply.js';
+import { DUMP_MANIFEST_NAME } from '../core/constants.js';
+import type { LocalEntry } from '../io/zip-stream.js';
 import { removeKeptDeletions, targetOf } from './baseline.js';
 import { forEachConcurrent } from './concurrent.js';
 import { type SyncContext, describeError } from './context.js';
 import { type ChangeDocumentRef, openExpected, readChangeDumpIndex, readChangeListIndex } from './documents.js';
-import { DumpPackage, type PendingPackage, startPackage } from './dump.js';
+import { DumpPackage, type PendingPackage, arrivingManifest, manifestPathToName, startPackage } from './dump.js';
 import type { ResourceRecord } from './state.js';
 import {
   type ChangePlan,
@@ -184,6 +186,18 @@ function reportPlan(ctx: SyncContext, plan: ChangePlan, url: string): void {
     ctx.warn('RS_INVALID_VALUE', `change entry ${r.position} (${r.uri || 'no loc'}) ignored: ${r.reason}`, url);
 }
 
+/** Options of {@link applyPlan} after part of a Change Dump package was applied as it arrived. */
+interface PlanOptions {
+  /** URIs whose change is already applied (from the package as it arrived): left out. */
+  readonly skip?: ReadonlySet<string>;
+  /** URIs applied again from the package even when their record shows the change (read from another file). */
+  readonly force?: ReadonlySet<string>;
+  /** Failures counted before the plan began (those of its part applied as the package arrived). */
+  readonly failedBefore?: number;
+  /** The plan's changes are already in the progress total. */
+  readonly counted?: boolean;
+}
+
 /**
  * Applies a plan and, when every change succeeded, moves the watermark from `from` to `to` and closes the
  * journal in one transaction. Returns whether the plan was fully applied.
@@ -194,18 +208,22 @@ async function applyPlan(
   from: string,
   to: string,
   pkg: DumpPackage | undefined,
+  options: PlanOptions = {},
 ): Promise<boolean> {
-  ctx.total = (ctx.total ?? 0) + plan.changes.length;
+  const skip = options.skip;
+  const changes = skip === undefined || skip.size === 0 ? plan.changes : plan.changes.filter((c) => !skip.has(c.uri));
+  if (options.counted !== true) ctx.total = (ctx.total ?? 0) + plan.changes.length;
   ctx.state.journalBegin('incremental', { from, to, changes: plan.changes.length });
-  const failedBefore = ctx.counts.failed;
+  const failedBefore = options.failedBefore ?? ctx.counts.failed;
+  const content = pkg === undefined ? undefined : { pkg };
   // Records are looked up 1,000 changes at a time, in one query each (a lookup per change cost ~18 µs).
-  for (let i = 0; i < plan.changes.length; i += PLAN_CHUNK) {
-    const chunk = plan.changes.slice(i, i + PLAN_CHUNK);
+  for (let i = 0; i < changes.length; i += PLAN_CHUNK) {
+    const chunk = changes.slice(i, i + PLAN_CHUNK);
     const records = ctx.state.getMany(chunk.map((c) => c.uri));
     await forEachConcurrent(
       chunk,
       ctx.options.concurrency,
-      (change) => applyChange(ctx, change, pkg, records.get(change.uri)),
+      (change) => applyChange(ctx, change, content, records.get(change.uri), options.force?.has(change.uri) === true),
       ctx.options.signal,
     );
   }
@@ -225,20 +243,22 @@ async function applyPlan(
 const PLAN_CHUNK = 1000;
 
 /**
- * Applies one coalesced change (from a Change List, or from a Change Dump package when `pkg` is given); `rec`
- * is the resource's record as it stood before the run (each resource has one change in a plan).
+ * Applies one coalesced change: fetched (from its Change List entry), or from a Change Dump package (`content`:
+ * the package, or the bitstream's bytes read as the package arrived); `rec` is the resource's record as it
+ * stood before the run (each resource has one change in a plan). `force`: applied even when the record shows it.
  */
 export async function applyChange(
   ctx: SyncContext,
   change: PlannedChange,
-  pkg: DumpPackage | undefined,
+  content: { readonly pkg: DumpPackage } | { readonly bytes: Uint8Array } | undefined,
   rec: ResourceRecord | undefined,
+  force = false,
 ): Promise<void> {
-  const from = pkg === undefined ? 'change' : 'dump';
+  const from = content === undefined ? 'change' : 'dump';
   const uri = change.uri;
   const target = targetOf(ctx, uri, from);
   if (target === undefined) return;
-  if (isChangeApplied(rec, change)) {
+  if (!force && isChangeApplied(rec, change)) {
     ctx.count(uri, 'skipped', from);
     return;
   }
@@ -251,7 +271,11 @@ export async function applyChange(
     datetime: change.datetime,
     from,
     installer:
-      pkg === undefined ? fetchInstaller(ctx, change.entry) : packageInstaller(ctx, pkg, change.entry.md?.path),
+      content === undefined
+        ? fetchInstaller(ctx, change.entry)
+        : 'pkg' in content
+          ? packageInstaller(ctx, content.pkg, change.entry.md?.path)
+          : bytesInstaller(ctx, content.bytes),
   });
   if (failed !== undefined) ctx.count(uri, 'failed', from, failed.error);
 }
@@ -266,15 +290,19 @@ function startChangePackage(ctx: SyncContext, ref: ChangeDocumentRef): PendingPa
   } = { tmpDir: ctx.options.tmpDir, onBytes: (b, t) => ctx.downloadProgress(ref.url, b, t) };
   if (ctx.options.maxPackageBytes !== undefined) opts.maxBytes = ctx.options.maxPackageBytes;
   if (ctx.options.signal !== undefined) opts.signal = ctx.options.signal;
-  return startPackage(ctx.client, ref.url, opts);
+  return startPackage(ctx.client, ref.url, { ...opts, arriving: ctx.options.applyArriving ?? true });
 }
 
 /**
- * Applies one Change Dump package (§13): receive (its download started by {@link startChangePackage}, while
- * the package before it was applied), open, read its Change Dump Manifest, coalesce its changes
- * after the watermark, install each bitstream verified against the manifest. Returns undefined when the
- * package is unusable (the caller falls back to the Change Lists), else whether it was fully applied and the
- * watermark it reached.
+ * Applies one Change Dump package (§13): its download started by {@link startChangePackage}, while the package
+ * before it was applied. While it arrives, when `manifest.xml` is its first file (as our Source writes it), the
+ * changes after the watermark are planned from it and each created or updated resource is installed as soon as
+ * its bitstream is in, verified against its manifest entry and its ZIP CRC-32 ({@link applyArrivingChanges}).
+ * Once the whole package is in and its central directory read, the rest (deletions, bitstreams that did not
+ * arrive in a readable form) is applied from it, and anything read as it arrived that the central directory
+ * does not describe the same way is applied again from it. Returns undefined when the package is unusable (the
+ * caller falls back to the Change Lists, which skip the changes already applied: each one was verified), else
+ * whether it was fully applied and the watermark it reached.
  */
 async function applyChangePackage(
   ctx: SyncContext,
@@ -283,33 +311,55 @@ async function applyChangePackage(
   wm: string,
   canFallBack: boolean,
 ): Promise<{ complete: boolean; watermark: string } | undefined> {
+  const failedBefore = ctx.counts.failed;
+  const failuresBefore = ctx.failures.length;
+  const early = pending.arriving === undefined ? undefined : await applyArrivingChanges(ctx, ref, pending, wm);
   let pkg: DumpPackage;
   try {
     pkg = await DumpPackage.open(await pending.received, { url: ref.url });
   } catch (e) {
     if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
     const f = describeError(ref.url, e);
-    ctx.warn(f.code, `Change Dump package unusable: ${f.message}`, ref.url);
+    // The changes applied as it arrived are recorded before the Change Lists look at the records.
+    await ctx.recorder.flush();
+    const kept =
+      early === undefined || early.files.size === 0
+        ? ''
+        : ` (${early.files.size} changes applied while it arrived stay applied: each matched its manifest entry and CRC-32)`;
+    ctx.warn(f.code, `Change Dump package unusable: ${f.message}${kept}`, ref.url);
     return undefined;
   }
   try {
-    const manifest = await pkg.openManifest();
-    if (manifest.header.kind !== 'change-dump-manifest')
-      throw new ResourceSyncError(
-        'RS_NOT_RESOURCESYNC',
-        `manifest.xml is a ${manifest.header.kind}, not a Change Dump Manifest`,
-        {
-          url: ref.url,
-        },
-      );
-    ctx.emit({ type: 'package', url: ref.url, files: pkg.size - 1 });
-    const coalescer = new ChangeCoalescer(parseDatetime(wm)?.ms);
-    for await (const e of manifest.entries) coalescer.add(e);
-    const plan = coalescer.finish();
-    reportPlan(ctx, plan, ref.url);
+    let plan: ChangePlan;
+    let to: string;
+    const skip = new Set<string>();
+    const force = new Set<string>();
+    if (early !== undefined && pkg.describes(DUMP_MANIFEST_NAME, early.manifest)) {
+      ({ plan, to } = early);
+      for (const [name, f] of early.files) (pkg.describes(name, f) ? skip : force).add(f.uri);
+      ctx.emit({ type: 'package', url: ref.url, files: pkg.size - 1 });
+    } else {
+      const manifest = await pkg.openManifest();
+      if (manifest.header.kind !== 'change-dump-manifest')
+        throw new ResourceSyncError(
+          'RS_NOT_RESOURCESYNC',
+          `manifest.xml is a ${manifest.header.kind}, not a Change Dump Manifest`,
+          {
+            url: ref.url,
+          },
+        );
+      ctx.emit({ type: 'package', url: ref.url, files: pkg.size - 1 });
+      const coalescer = new ChangeCoalescer(parseDatetime(wm)?.ms);
+      for await (const e of manifest.entries) coalescer.add(e);
+      plan = coalescer.finish();
+      reportPlan(ctx, plan, ref.url);
+      to = later(later(wm, manifest.header.md?.until ?? ref.until), plan.latest);
+      // Applied from a manifest.xml that is not the package's: applied again from the package.
+      for (const f of early?.files.values() ?? []) force.add(f.uri);
+    }
     // Bitstreams a manifest promises but the package lacks make the package unusable as a whole.
     for (const c of plan.changes)
-      if (c.change !== 'deleted' && !pkg.has(c.entry.md?.path))
+      if (c.change !== 'deleted' && !skip.has(c.uri) && !pkg.has(c.entry.md?.path))
         throw new ResourceSyncError(
           'RS_ZIP',
           `package lacks the bitstream of ${c.uri} (path ${c.entry.md?.path ?? 'absent'})`,
@@ -317,10 +367,12 @@ async function applyChangePackage(
             url: ref.url,
           },
         );
-    const to = later(later(wm, manifest.header.md?.until ?? ref.until), plan.latest);
-    const failedBefore = ctx.counts.failed;
-    const failuresBefore = ctx.failures.length;
-    const ok = await applyPlan(ctx, plan, wm, to, pkg);
+    const ok = await applyPlan(ctx, plan, wm, to, pkg, {
+      skip,
+      force,
+      failedBefore,
+      counted: early !== undefined && force.size === 0,
+    });
     if (!ok && canFallBack) {
       // Some bitstreams failed (e.g. one that does not match its manifest entry): the changes applied from
       // the package stay recorded, and the Change Lists, read from the same watermark, skip them and fetch
@@ -347,6 +399,86 @@ async function applyChangePackage(
   } finally {
     await pkg.close();
   }
+}
+
+/** What {@link applyArrivingChanges} planned and applied. */
+interface ArrivedChanges {
+  readonly manifest: LocalEntry;
+  readonly plan: ChangePlan;
+  readonly to: string;
+  /** The files whose change was applied as they arrived, by package name. */
+  readonly files: Map<string, { crc32: number; size: number; offset: number; uri: string }>;
+}
+
+/**
+ * The part of a Change Dump package applied while it arrives (see {@link applyChangePackage}): the plan of its
+ * manifest (coalesced after the watermark, reported once) and each created or updated resource whose bitstream
+ * arrives whole; deletions wait for the whole package. The journal is opened before the first change, as
+ * {@link applyPlan} does. Memory: the manifest's bytes (at most 16 MiB), the plan (as {@link applyPlan}), one
+ * small record per file applied, and the files arrived and not yet applied (bounded, see `io/zip-stream.ts`).
+ */
+async function applyArrivingChanges(
+  ctx: SyncContext,
+  ref: ChangeDocumentRef,
+  pending: PendingPackage,
+  wm: string,
+): Promise<ArrivedChanges | undefined> {
+  const opened = await arrivingManifest(pending, 'change-dump-manifest');
+  if (opened === undefined) return undefined;
+  const coalescer = new ChangeCoalescer(parseDatetime(wm)?.ms);
+  try {
+    for await (const e of opened.doc.entries) coalescer.add(e);
+  } catch {
+    pending.arriving?.stop(`unusable ${DUMP_MANIFEST_NAME}`); // reported when read from the whole package
+    return undefined;
+  }
+  const plan = coalescer.finish();
+  reportPlan(ctx, plan, ref.url);
+  const to = later(later(wm, opened.doc.header.md?.until ?? ref.until), plan.latest);
+  const byName = new Map<string, PlannedChange>();
+  for (const c of plan.changes) {
+    if (c.change === 'deleted') continue;
+    try {
+      byName.set(manifestPathToName(c.entry.md?.path, ref.url), c);
+    } catch {
+      // Reported when read from the whole package.
+    }
+  }
+  const part: ArrivedChanges = { manifest: opened.file, plan, to, files: new Map() };
+  ctx.total = (ctx.total ?? 0) + plan.changes.length;
+  ctx.state.journalBegin('incremental', { from: wm, to, changes: plan.changes.length });
+  const files = opened.files;
+  async function* arrived(): AsyncGenerator<{ change: PlannedChange; bytes: Uint8Array }> {
+    for (let f = await files.next(); f.done !== true; f = await files.next()) {
+      const change = byName.get(f.value.name);
+      if (change === undefined) continue; // superseded by a later change of the same resource
+      byName.delete(f.value.name);
+      part.files.set(f.value.name, {
+        crc32: f.value.crc32,
+        size: f.value.size,
+        offset: f.value.offset,
+        uri: change.uri,
+      });
+      yield { change, bytes: f.value.data };
+      if (byName.size === 0) {
+        pending.arriving?.stop('every bitstream of the plan arrived');
+        break;
+      }
+    }
+  }
+  try {
+    await forEachConcurrent(
+      arrived(),
+      ctx.options.concurrency,
+      async ({ change, bytes }) => applyChange(ctx, change, { bytes }, ctx.state.get(change.uri)),
+      ctx.options.signal,
+    );
+  } catch (e) {
+    pending.arriving?.stop('failed');
+    if (isResourceSyncError(e, 'RS_ABORTED') || ctx.options.signal?.aborted === true) throw e;
+    // Anything else: the part applied so far stands (each file verified), the rest from the whole package.
+  }
+  return part;
 }
 
 /** The watermark for `--from`: validated and normalized to a W3C Datetime. */

@@ -17,6 +17,8 @@ interface Route {
   type: string;
   /** Delay before answering, ms. */
   delayMs?: number;
+  /** Send the first `at` bytes, then the rest once `open` settles (or `reset`: close the connection instead). */
+  gate?: { at: number; open: () => Promise<void>; reset?: boolean };
 }
 
 /** Hashes as a ResourceSync hash attribute. */
@@ -116,6 +118,16 @@ export class StaticSource {
     this.routes.set(path, route);
   }
 
+  /**
+   * Serves `path` in two parts: its first `at` bytes at once, then, once `open()` settles, the rest (or, with
+   * `reset`, the connection is destroyed instead: a download cut after `at` bytes).
+   */
+  gate(path: string, at: number, open: () => Promise<void>, reset = false): void {
+    const route = this.routes.get(path);
+    if (route === undefined) throw new Error(`no route ${path}`);
+    route.gate = { at, open, reset };
+  }
+
   remove(path: string): void {
     this.routes.delete(path);
   }
@@ -168,7 +180,16 @@ export class StaticSource {
         return;
       }
       res.writeHead(200, { 'content-type': route.type, 'content-length': String(route.body.length) });
-      res.end(route.body);
+      const gate = route.gate;
+      if (gate === undefined) {
+        res.end(route.body);
+        return;
+      }
+      res.write(route.body.subarray(0, gate.at));
+      void gate.open().then(() => {
+        if (gate.reset === true) req.socket.destroy();
+        else res.end(route.body.subarray(gate.at));
+      });
     };
     if (route.delayMs !== undefined) setTimeout(send, route.delayMs);
     else send();
