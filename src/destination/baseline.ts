@@ -464,8 +464,14 @@ async function applyResourcePackage(
     if (early !== undefined && !pkg.describes(DUMP_MANIFEST_NAME, early.manifest)) {
       recheck('its central directory describes another manifest.xml');
       skip = 0;
-    } else if (early !== undefined)
+    } else if (early !== undefined) {
       for (const [name, f] of early.files) if (!pkg.describes(name, f)) fallback.add(f.uri);
+      if (early.complete) {
+        manifestRead = true; // every entry of the manifest was applied as the package arrived
+        ctx.emit({ type: 'package', url, files: pkg.size - 1 });
+        return 'ok';
+      }
+    }
     const manifest = await pkg.openManifest();
     if (manifest.header.kind !== 'resource-dump-manifest')
       throw new ResourceSyncError(
@@ -547,9 +553,11 @@ async function applyArrivingResources(
   const opened = await arrivingManifest(pending, 'resource-dump-manifest');
   if (opened === undefined) return undefined;
   const { doc: manifest, files } = opened;
-  const part: ArrivedPart = { manifest: opened.file, consumed: 0, files: new Map() };
+  const part: ArrivedPart = { manifest: opened.file, consumed: 0, files: new Map(), complete: false };
   async function* inOrder(): AsyncGenerator<{ m: Entry; data: Uint8Array }> {
+    let reachedEnd = true;
     for await (const m of manifest.entries) {
+      reachedEnd = false;
       let name: string;
       try {
         name = manifestPathToName(m.md?.path, url);
@@ -562,10 +570,12 @@ async function applyArrivingResources(
         arriving.stop(`${f.value.name} arrived where the manifest has ${name}`);
         break;
       }
+      reachedEnd = true;
       part.consumed++;
       part.files.set(name, { crc32: f.value.crc32, size: f.value.size, offset: f.value.offset, uri: m.loc });
       yield { m, data: f.value.data };
     }
+    part.complete = reachedEnd;
   }
   try {
     await forEachConcurrent(
@@ -587,6 +597,8 @@ interface ArrivedPart {
   readonly manifest: LocalEntry;
   consumed: number;
   readonly files: Map<string, { crc32: number; size: number; offset: number; uri: string }>;
+  /** Every manifest entry was applied (nothing is left for the whole package). */
+  complete: boolean;
 }
 
 /** Adds the URIs of a package's external manifest (`rs:ln rel="contents"`, §11.1) to `fallback`. */
