@@ -25,7 +25,10 @@ const RUNS = Number(process.argv[3] ?? 3);
 /** `static` (documents built in memory) or `real` (our directory Source and server). */
 const SOURCE = process.argv[4] === 'real' ? 'real' : 'static';
 const SIZE = 2048;
-/** `BENCH_ONLY=incremental` (or `list`, `dump`, `floor`) runs only that part, e.g. under `node --cpu-prof`. */
+/**
+ * `BENCH_ONLY=incremental` (or `list`, `dump`, `floor`) runs only that part, e.g. under `node --cpu-prof`;
+ * `BENCH_ARRIVING=ab` times the dump ways with and without applying packages as they arrive (see below).
+ */
 const ONLY = process.env['BENCH_ONLY'];
 const runs = (part: string): boolean => ONLY === undefined || ONLY === part;
 const here = dirname(fileURLToPath(import.meta.url));
@@ -340,24 +343,48 @@ async function benchList(url: string, report: (line: string) => void): Promise<v
   }
 }
 
+/**
+ * `BENCH_ARRIVING=ab`: the dump ways run each time with a package's files applied as it arrives (the default,
+ * [arriving]) and only once it is in ([whole]), alternating, and report both; `0`: only once it is in.
+ */
+const ARRIVING_MODES: (boolean | undefined)[] =
+  process.env['BENCH_ARRIVING'] === 'ab'
+    ? [true, false]
+    : process.env['BENCH_ARRIVING'] === '0'
+      ? [false]
+      : [undefined];
+const modeLabel = (m: boolean | undefined): string => (m === undefined ? '' : m ? ' [arriving]' : ' [whole]');
+/** The modes of run `r`, their order alternating run by run. */
+const modesOf = (r: number): (boolean | undefined)[] => (r % 2 === 0 ? ARRIVING_MODES : [...ARRIVING_MODES].reverse());
+const arrivingOption = (m: boolean | undefined): { applyArriving?: boolean } =>
+  m === undefined ? {} : { applyArriving: m };
+
 async function benchDump(url: string, report: (line: string) => void): Promise<void> {
   for (const durability of ['none', 'file', 'batch'] as Durability[]) {
-    const times: number[] = [];
-    for (let r = 0; r < RUNS; r++) {
-      const dir = await mkdtemp(join(tmpdir(), 'rs-bench-dump-'));
-      times.push(
-        await timeRun(async () => {
-          const s = await new Destination({ url, dir, durability, concurrency: 32 }).baseline();
+    const times = new Map<boolean | undefined, number[]>();
+    for (let r = 0; r < RUNS; r++)
+      for (const mode of modesOf(r)) {
+        const dir = await mkdtemp(join(tmpdir(), 'rs-bench-dump-'));
+        const t = await timeRun(async () => {
+          const s = await new Destination({
+            url,
+            dir,
+            durability,
+            concurrency: 32,
+            ...arrivingOption(mode),
+          }).baseline();
           if (s.counts.created !== N || !s.via.includes('dump') || s.via.includes('list'))
             throw new Error(`dump baseline: ${JSON.stringify(s.counts)} via ${s.via.join(',')}`);
-        }),
+        });
+        times.set(mode, [...(times.get(mode) ?? []), t]);
+        keep.push(dir);
+      }
+    for (const [mode, ts] of times) {
+      const rate = N / (median(ts) / 1000);
+      report(
+        `baseline via Resource Dump${modeLabel(mode)}, durability=${durability}: ${rate.toFixed(0)} resources/s (median ${median(ts).toFixed(0)} ms of ${ts.map((t) => t.toFixed(0)).join(', ')}; last run ${cpuPer(N)})`,
       );
-      keep.push(dir);
     }
-    const rate = N / (median(times) / 1000);
-    report(
-      `baseline via Resource Dump, durability=${durability}: ${rate.toFixed(0)} resources/s (median ${median(times).toFixed(0)} ms; last run ${cpuPer(N)})`,
-    );
   }
 }
 
@@ -386,22 +413,31 @@ async function benchIncremental(
       `incremental of 1,000 changes (${via === 'dump' ? 'Change Dump' : 'Change Lists'}), first run of this way in the process (untimed warm-up, batch): ${first.toFixed(0)} ms`,
     );
     for (const durability of ['none', 'file', 'batch'] as Durability[]) {
-      const times: number[] = [];
-      for (let r = 0; r < RUNS; r++) {
-        await send({ cmd: 'changes', n: 1000 });
-        times.push(
-          await timeRun(async () => {
-            const s = await new Destination({ url, dir, noDumps: via === 'list', durability, concurrency: 32 }).sync();
+      const times = new Map<boolean | undefined, number[]>();
+      for (let r = 0; r < RUNS; r++)
+        for (const mode of via === 'dump' ? modesOf(r) : [undefined]) {
+          await send({ cmd: 'changes', n: 1000 });
+          const t = await timeRun(async () => {
+            const s = await new Destination({
+              url,
+              dir,
+              noDumps: via === 'list',
+              durability,
+              concurrency: 32,
+              ...arrivingOption(mode),
+            }).sync();
             if (s.operation !== 'incremental' || s.counts.updated !== 1000 || s.counts.failed !== 0)
               throw new Error(`incremental: ${s.operation} ${JSON.stringify(s.counts)}`);
             if (via === 'dump' && !s.via.includes('dump')) throw new Error(`incremental via ${s.via.join(',')}`);
-          }),
+          });
+          times.set(mode, [...(times.get(mode) ?? []), t]);
+        }
+      for (const [mode, ts] of times) {
+        const rate = 1000 / (median(ts) / 1000);
+        report(
+          `incremental of 1,000 changes (${via === 'dump' ? 'Change Dump, the default' : 'Change Lists, --no-dumps'})${modeLabel(mode)}, durability=${durability}: ${rate.toFixed(0)} changes/s (median ${median(ts).toFixed(0)} ms of ${ts.map((t) => t.toFixed(0)).join(', ')}; last run ${cpuPer(1000)})`,
         );
       }
-      const rate = 1000 / (median(times) / 1000);
-      report(
-        `incremental of 1,000 changes (${via === 'dump' ? 'Change Dump, the default' : 'Change Lists, --no-dumps'}), durability=${durability}: ${rate.toFixed(0)} changes/s (median ${median(times).toFixed(0)} ms of ${times.map((t) => t.toFixed(0)).join(', ')}; last run ${cpuPer(1000)})`,
-      );
     }
   }
   // What a user running `resourcesync sync` from cron gets: a fresh process each time (Node's start-up, module

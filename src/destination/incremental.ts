@@ -414,8 +414,8 @@ interface ArrivedChanges {
  * The part of a Change Dump package applied while it arrives (see {@link applyChangePackage}): the plan of its
  * manifest (coalesced after the watermark, reported once) and each created or updated resource whose bitstream
  * arrives whole; deletions wait for the whole package. The journal is opened before the first change, as
- * {@link applyPlan} does. Memory: the manifest's bytes (at most 16 MiB), the plan (as {@link applyPlan}), one
- * small record per file applied, and the files arrived and not yet applied (bounded, see `io/zip-stream.ts`).
+ * {@link applyPlan} does. Memory: the manifest's bytes (at most 16 MiB), the plan (as {@link applyPlan}) and
+ * the records of its resources, one small record per file applied, and the files arrived and not yet applied (bounded, see `io/zip-stream.ts`).
  */
 async function applyArrivingChanges(
   ctx: SyncContext,
@@ -444,6 +444,11 @@ async function applyArrivingChanges(
       // Reported when read from the whole package.
     }
   }
+  // Records looked up 1,000 at a time, in one query each, as applyPlan does (one per change cost ~18 µs).
+  const uris = [...byName.values()].map((c) => c.uri);
+  const records = new Map<string, ResourceRecord>();
+  for (let i = 0; i < uris.length; i += PLAN_CHUNK)
+    for (const [u, r] of ctx.state.getMany(uris.slice(i, i + PLAN_CHUNK))) records.set(u, r);
   const part: ArrivedChanges = { manifest: opened.file, plan, to, files: new Map() };
   ctx.total = (ctx.total ?? 0) + plan.changes.length;
   ctx.state.journalBegin('incremental', { from: wm, to, changes: plan.changes.length });
@@ -470,7 +475,7 @@ async function applyArrivingChanges(
     await forEachConcurrent(
       arrived(),
       ctx.options.concurrency,
-      async ({ change, bytes }) => applyChange(ctx, change, { bytes }, ctx.state.get(change.uri)),
+      async ({ change, bytes }) => applyChange(ctx, change, { bytes }, records.get(change.uri)),
       ctx.options.signal,
     );
   } catch (e) {
