@@ -50,7 +50,10 @@ export interface BaselineResult {
  *
  * Memory: bounded by `concurrency` entries in flight plus, when a dump package fails, the URIs of that
  * package's resources (to fetch them from the list); with dumps, two packages at once (the one applied and the
- * next, downloaded meanwhile), each in memory up to `fetchPackage`'s memory bound (8 MiB) or in a file.
+ * next, downloaded meanwhile), each in memory up to `fetchPackage`'s memory bound (8 MiB) or in a file, plus,
+ * while a package's files are applied as it arrives, its manifest's bytes (at most 16 MiB), the files arrived
+ * and not yet applied (at most 32 MiB per package, the one downloaded ahead included) and one small record per
+ * file applied.
  */
 export async function runBaseline(ctx: SyncContext, sources: BaselineSources): Promise<BaselineResult> {
   const started = formatDatetime(Date.now());

@@ -58,7 +58,10 @@ export interface IncrementalOptions {
  *
  * Memory: one {@link PlannedChange} per distinct resource changed since the watermark (up to `maxPlanned`),
  * plus a Change List Index's entries; with Change Dumps, two packages at once (the one applied and the next,
- * downloaded meanwhile), each in memory up to `fetchPackage`'s memory bound (8 MiB) or in a file.
+ * downloaded meanwhile), each in memory up to `fetchPackage`'s memory bound (8 MiB) or in a file, plus, while a
+ * package's files are applied as it arrives, its manifest's bytes (at most 16 MiB), the files arrived and not
+ * yet applied (at most 32 MiB per package, the one downloaded ahead included) and one small record per file
+ * applied.
  */
 export async function runIncremental(
   ctx: SyncContext,
