@@ -41,7 +41,10 @@ export interface ProxyStats {
   connections: number;
   /** Connections open now. */
   open: number;
-  /** Most connections open at once since the last {@link WanProxy.resetStats}. */
+  /**
+   * Most connections opened since the last {@link WanProxy.resetStats} open at once (connections left from
+   * before it, still closing, are not counted: they belong to the previous client).
+   */
   maxOpen: number;
   /** Connections cut by the loss emulation. */
   cut: number;
@@ -147,6 +150,9 @@ export async function startProxy(options: ProxyOptions = {}): Promise<WanProxy> 
   const down: Link = { freeAt: 0 };
   const stats: ProxyStats = { connections: 0, open: 0, maxOpen: 0, cut: 0, bytesUp: 0, bytesDown: 0 };
   const sockets = new Set<Socket>();
+  /** Connections opened since the last resetStats that are still open. */
+  let openSinceReset = 0;
+  let generation = 0;
   const net = (): { delay: number; bandwidth: number } => ({ delay: rtt / 2, bandwidth });
   const server: Server = createServer({ noDelay: true, allowHalfOpen: true }, (client) => {
     if (targetPort === undefined) {
@@ -155,7 +161,9 @@ export async function startProxy(options: ProxyOptions = {}): Promise<WanProxy> 
     }
     stats.connections++;
     stats.open++;
-    stats.maxOpen = Math.max(stats.maxOpen, stats.open);
+    const born = generation;
+    openSinceReset++;
+    stats.maxOpen = Math.max(stats.maxOpen, openSinceReset);
     const upstream = connect({ host: '127.0.0.1', port: targetPort, noDelay: true, allowHalfOpen: true });
     sockets.add(client);
     sockets.add(upstream);
@@ -172,6 +180,7 @@ export async function startProxy(options: ProxyOptions = {}): Promise<WanProxy> 
     const onClosed = (): void => {
       if (++closed < 2) return;
       stats.open--;
+      if (born === generation) openSinceReset--;
       toServer.stop();
       toClient.stop();
       sockets.delete(client);
@@ -239,8 +248,10 @@ export async function startProxy(options: ProxyOptions = {}): Promise<WanProxy> 
       if (o.targetPort !== undefined) targetPort = o.targetPort;
     },
     resetStats() {
-      stats.connections = stats.open;
-      stats.maxOpen = stats.open;
+      generation++;
+      openSinceReset = 0;
+      stats.connections = 0;
+      stats.maxOpen = 0;
       stats.cut = 0;
       stats.bytesUp = 0;
       stats.bytesDown = 0;

@@ -141,15 +141,20 @@ describe('dump packages applied while they arrive', () => {
       },
     ];
 
+    /** A copy made by a baseline, then the changes published as Change Lists and a Change Dump (its package). */
+    async function baselineThenChanges(into: string): Promise<Buffer> {
+      await baseline(into);
+      const l = lists();
+      await src.publishChangeDump(l);
+      src.publishChangeLists(l);
+      src.publishCapabilities();
+      return src.routes.get('/changedump-1.zip')!.body;
+    }
+
     it('installs changes as the package arrives; deletions only once it is in', async () => {
       for (const applyArriving of [true, false]) {
         const into = await newDir();
-        await baseline(into);
-        const l = lists();
-        await src.publishChangeDump(l);
-        src.publishChangeLists(l);
-        src.publishCapabilities();
-        const zip = src.routes.get('/changedump-1.zip')!.body;
+        const zip = await baselineThenChanges(into);
         let early = false;
         let deletedKept = false;
         src.gate('/changedump-1.zip', Math.floor(zip.length * 0.7), async () => {
@@ -174,12 +179,7 @@ describe('dump packages applied while they arrive', () => {
     });
 
     it('falls back to the Change Lists for a package cut short, keeping what it applied', async () => {
-      await baseline(dir);
-      const l = lists();
-      await src.publishChangeDump(l);
-      src.publishChangeLists(l);
-      src.publishCapabilities();
-      const zip = src.routes.get('/changedump-1.zip')!.body;
+      const zip = await baselineThenChanges(dir);
       let early = false;
       src.gate(
         '/changedump-1.zip',
