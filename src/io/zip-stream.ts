@@ -209,10 +209,8 @@ export class LocalEntryParser implements AsyncIterable<LocalEntry> {
       if (this.buffered < total) return;
       const all = this.peek(total);
       const rawName = all.subarray(LOCAL_BYTES, LOCAL_BYTES + nameLength);
-      const name =
-        (flags & 0x0800) !== 0 || rawName.every((b) => b < 0x80)
-          ? rawName.toString('utf8')
-          : rawName.toString('latin1');
+      // UTF-8, as the central directory reader decodes names (the same name on both sides).
+      const name = rawName.toString('utf8');
       const raw = all.subarray(LOCAL_BYTES + nameLength + extraLength, total);
       const offset = this.position;
       let data: Uint8Array;
@@ -220,10 +218,8 @@ export class LocalEntryParser implements AsyncIterable<LocalEntry> {
         checkEntryName(name);
         data = method === 8 ? zlib.inflateRawSync(raw, { maxOutputLength: Math.max(1, size) }) : Uint8Array.from(raw);
       } catch (e) {
-        {
-          this.halt(`${JSON.stringify(name)}: ${(e as Error).message}`);
-          return;
-        }
+        this.halt(`${JSON.stringify(name)}: ${(e as Error).message}`);
+        return;
       }
       if (data.byteLength !== size) {
         this.halt(`${JSON.stringify(name)}: ${data.byteLength} bytes, its header says ${size}`);

@@ -12,7 +12,7 @@ import { Destination } from '../../src/destination/destination.js';
 import { DestinationState } from '../../src/destination/state.js';
 import type { DirectorySource } from '../../src/source/directory.js';
 import type { SourceServer } from '../../src/source/server.js';
-import { SETS, serveSets } from '../source/sets-source.js';
+import { serveSets } from '../source/sets-source.js';
 import { StaticSource, hashAttr } from './static-source.js';
 
 const NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"';
