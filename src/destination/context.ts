@@ -120,8 +120,9 @@ export interface RecorderOptions {
   readonly spares?: SparePool;
   /**
    * A batch is also committed once its first record or staged file is this old (default 250 ms in `batch`
-   * durability, 1,000 ms otherwise), so a crash loses at most about this much finished work, and a run's last
-   * batch (whose commit the run waits for) stays small.
+   * durability, 1,000 ms otherwise), by a timer when nothing more arrives (a stalled download), so a crash
+   * loses at most about this much finished work, and a run's last batch (whose commit the run waits for)
+   * stays small.
    */
   readonly flushIntervalMs?: number;
 }
@@ -155,6 +156,10 @@ export class Recorder {
   private batchStarted = 0;
   /** Commits started and not finished (see {@link flush}). */
   private committing = 0;
+  /** Commits the batch once it is `flushIntervalMs` old even when nothing more arrives (a stalled download). */
+  private timer: NodeJS.Timeout | undefined;
+  /** A commit the timer started failed: reported by the next {@link put}, {@link delete} or {@link flush}. */
+  private failure: { error: unknown } | undefined;
 
   constructor(
     private readonly state: StateLike,
@@ -168,7 +173,7 @@ export class Recorder {
   /** True when the current batch is full or old enough to commit. */
   private due(): boolean {
     const now = Date.now();
-    if (this.batchStarted === 0) this.batchStarted = now;
+    if (this.batchStarted === 0) this.started(now);
     return (
       this.pending.length >= this.batchSize ||
       now - this.batchStarted >= this.flushIntervalMs ||
@@ -182,23 +187,57 @@ export class Recorder {
    */
   stage(tmp: string, target: string, replacing?: boolean, spare = false): void {
     this.staged.push({ tmp, target, replacing, spare });
-    if (this.batchStarted === 0) this.batchStarted = Date.now();
+    if (this.batchStarted === 0) this.started(Date.now());
+  }
+
+  /**
+   * A batch began at `now`: it is committed once `flushIntervalMs` old, by the next record, or by a timer when
+   * none comes (the timer does not keep the process alive).
+   */
+  private started(now: number): void {
+    this.batchStarted = now;
+    if (this.timer !== undefined) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      if (this.batchStarted === 0) return;
+      this.flush().catch((error: unknown) => {
+        this.failure ??= { error };
+      });
+    }, this.flushIntervalMs);
+    this.timer.unref();
+  }
+
+  /** Throws the failure of a commit the timer started, once. */
+  private rethrow(): void {
+    const f = this.failure;
+    if (f === undefined) return;
+    this.failure = undefined;
+    throw f.error;
   }
 
   /** Records a resource installed at `file` (fsynced before the record commits, in batch durability). */
   async put(rec: ResourceRecord, file?: string): Promise<void> {
+    this.rethrow();
     this.pending.push(file === undefined ? { kind: 'put', rec } : { kind: 'put', rec, file });
     if (this.due()) await this.flush();
   }
 
   /** Records a deletion (`removed`: the local file was removed, its directory is fsynced first). */
   async delete(uri: string, datetime: string, removed: boolean): Promise<void> {
+    this.rethrow();
     this.pending.push({ kind: 'delete', uri, datetime, removed });
     if (this.due()) await this.flush();
   }
 
-  /** Makes every pending record durable. Concurrent callers wait for the same flushes, in order. */
+  /**
+   * Makes every pending record durable. Concurrent callers wait for the same flushes, in order. Rejects with
+   * the failure of an earlier commit the timer started, if any.
+   */
   flush(): Promise<void> {
+    if (this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
     const batch = this.pending;
     const staged = this.staged;
     this.pending = [];
@@ -207,7 +246,10 @@ export class Recorder {
     this.committing++;
     const run = this.flushing.then(() => this.commit(batch, staged)).finally(() => this.committing--);
     this.flushing = run.catch(() => undefined);
-    return run;
+    const f = this.failure;
+    if (f === undefined) return run;
+    this.failure = undefined;
+    return run.then(() => Promise.reject(f.error));
   }
 
   private async commit(batch: Pending[], staged: Staged[]): Promise<void> {

@@ -1,6 +1,7 @@
 // Dump packages applied while they arrive (src/io/zip-stream.ts, baseline.ts, incremental.ts): the Source's
 // package is sent in two parts, and the test looks at the copy between them.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -8,7 +9,15 @@ import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Destination, type DestinationOptions } from '../../src/destination/destination.js';
-import { type ChangeListSpec, StaticSource, localPathOf, makeResources, readTree } from './static-source.js';
+import {
+  type ChangeListSpec,
+  StaticSource,
+  cliCommand,
+  localPathOf,
+  makeResources,
+  readTree,
+  repoRoot,
+} from './static-source.js';
 
 const AT = '2024-02-01T00:00:00Z';
 const T0 = '2024-03-01T00:00:00Z';
@@ -113,6 +122,45 @@ describe('dump packages applied while they arrive', () => {
     const fetched = src.log.slice(start).filter((p) => p.startsWith('/res/'));
     assert.ok(fetched.includes('/res/r0.txt'));
     assert.ok(!fetched.includes('/res/r1.txt'), fetched.join(' '));
+  });
+
+  it('converges after a kill -9 while a Resource Dump package is being applied as it arrives', async () => {
+    const resources = makeResources(60, 300, 'killed');
+    src.publishResourceList(resources, AT, 2);
+    const [zip] = await src.publishResourceDump(resources, AT, 1);
+    src.publishChangeLists([{ from: AT, changes: [] }]);
+    src.publishCapabilities();
+    const { cmd, args } = cliCommand();
+    const child = spawn(cmd, [...args, 'sync', src.url('/capabilitylist.xml'), dir], {
+      stdio: 'ignore',
+      cwd: repoRoot(),
+    });
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    let early = false;
+    // The rest of the package is held back until files of it are in the copy (batch durability: renamed into
+    // place when their batch commits), then the process is killed and the connection cut.
+    src.gate(
+      '/dump-1.zip',
+      Math.floor((zip as Buffer).length * 0.6),
+      async () => {
+        early = await waitFor(() => existsSync(local(dir, '/res/r0.txt')), 10_000);
+        child.kill('SIGKILL');
+        await exited;
+      },
+      true,
+    );
+    await exited;
+    assert.equal(early, true, 'files were installed before the kill');
+    assert.ok(!existsSync(local(dir, '/res/r59.txt')), 'killed before the end of the package');
+    delete src.routes.get('/dump-1.zip')!.gate;
+    const s = await dest().sync();
+    assert.equal(s.counts.failed, 0, JSON.stringify(s.failures));
+    assert.equal(s.complete, true);
+    assert.equal(s.watermarkAfter, AT);
+    // The copy is the Source's content exactly: no file missing, none left over (temporary or staged).
+    const tree = readTree(dir);
+    assert.deepEqual([...tree.keys()].sort(), resources.map((r) => localPathOf(src, r.path)).sort());
+    for (const r of resources) assert.deepEqual(tree.get(localPathOf(src, r.path)), r.body, r.path);
   });
 
   describe('Change Dump', () => {

@@ -123,6 +123,31 @@ describe('Recorder in batch durability', () => {
     }
   });
 
+  it('commits a batch once it is flushIntervalMs old when nothing more comes, and reports a timed failure', async () => {
+    const state = DestinationState.open(dir);
+    try {
+      const rec = new Recorder(state, { durability: 'batch', root: dir, batchSize: 1000, flushIntervalMs: 50 });
+      mkdirSync(join(dir, 't'), { recursive: true });
+      const t = join(dir, 't', 'one.txt');
+      rec.stage(writeSmallTemp(t, Buffer.from('one')), t);
+      await rec.put({ uri: 'http://x/t/one.txt', path: 't/one.txt', length: 3 }, t);
+      assert.equal(existsSync(t), false, 'not yet');
+      // No other record arrives (a stalled download): the batch is committed all the same.
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal(readFileSync(t, 'utf8'), 'one');
+      assert.equal(state.get('http://x/t/one.txt')?.path, 't/one.txt');
+      // A commit the timer started that fails is reported by the next call.
+      const bad = join(dir, 't', 'in-the-way');
+      mkdirSync(join(bad, '%%self', 'child'), { recursive: true });
+      rec.stage(writeSmallTemp(bad, Buffer.from('x')), bad);
+      await new Promise((r) => setTimeout(r, 400));
+      await assert.rejects(rec.put({ uri: 'http://x/t/two.txt', path: 't/two.txt', length: 1 }), /in-the-way/);
+      await rec.flush();
+    } finally {
+      state.close();
+    }
+  });
+
   it('a baseline in batch durability leaves an exact copy, recorded, and no temporary file', async () => {
     const src = await StaticSource.start();
     const copy = await mkdtemp(join(tmpdir(), 'rs-durability-copy-'));
