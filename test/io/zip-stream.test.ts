@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { describe, it } from 'node:test';
 import yazl from 'yazl';
 import { ZipReader } from '../../src/io/zip-reader.js';
 import { type LocalEntry, LocalEntryParser } from '../../src/io/zip-stream.js';
 import { storedZipBytes } from '../../src/source/zip.js';
-import { buildZip } from '../destination/static-source.js';
+import { buildZip, repoRoot } from '../destination/static-source.js';
 
 const LIMITS = { maxEntryBytes: 256 * 1024, maxFirstEntryBytes: 1024 * 1024, maxQueuedBytes: 8 * 1024 * 1024 };
 
@@ -72,6 +74,30 @@ describe('LocalEntryParser', () => {
     assert.equal(stopped, undefined);
     assert.equal(entries.length, list.length);
     assert.deepEqual(Buffer.from(entries[39]!.data), list[39]![1]);
+  });
+
+  it('reads a package written by the reference implementation (resync-build: Python zipfile, deflated) in its manifest order', async () => {
+    const zip = readFileSync(join(repoRoot(), 'test', 'fixtures', 'resync', 'dump.zip00000.zip'));
+    const { entries, stopped } = await parse(zip, 300);
+    assert.equal(stopped, undefined);
+    assert.equal(entries[0]?.name, 'manifest.xml');
+    const manifest = Buffer.from(entries[0]!.data).toString('utf8');
+    const paths = [...manifest.matchAll(/path="([^"]+)"/g)].map((m) => m[1]);
+    assert.equal(paths.length, 12);
+    assert.deepEqual(
+      entries.slice(1).map((e) => e.name),
+      paths,
+      'the files arrive in the order of the manifest',
+    );
+    for (const e of entries.slice(1)) {
+      const n = Number(/r(\d+)\.txt/.exec(e.name)?.[1]);
+      assert.equal(Buffer.from(e.data).toString(), `resource ${n}\n`.repeat(20 * n), e.name);
+    }
+    const reader = ZipReader.fromBuffer(zip);
+    for (const e of entries) {
+      const c = reader.get(e.name)!;
+      assert.deepEqual([e.offset, e.crc32, e.size], [c.localHeaderOffset, c.crc32, c.size], e.name);
+    }
   });
 
   it('stops at a file whose sizes follow its data (a data descriptor), having handed out those before', async () => {
