@@ -11,7 +11,7 @@ import type { DocumentStream } from '../xml/index.js';
 import type { SyncContext } from './context.js';
 import { openDocument } from '../xml/index.js';
 import { readBody, retryWhole } from '../http/client.js';
-import type { IntervalDocument } from './plan.js';
+import { type ExpectedContent, type IntervalDocument, expectedOf } from './plan.js';
 
 /** Nesting limit for indexes of indexes (the standard has one level; a little slack for odd Sources). */
 const MAX_INDEX_DEPTH = 3;
@@ -115,6 +115,8 @@ export async function openListTree(ctx: SyncContext, url: string, dump = false):
 export interface ChangeDocumentRef extends IntervalDocument {
   /** The opened document when the URL given was the list itself (reused instead of fetched twice). */
   readonly opened?: DocumentStream;
+  /** What the index entry declares of the document (`rs:md length`, `hash`): a Change Dump package is checked. */
+  readonly declared?: ExpectedContent;
 }
 
 /** The documents a Change List Index (or Change Dump Index) lists, or the list itself. */
@@ -171,10 +173,19 @@ async function indexFrom(url: string, doc: DocumentStream): Promise<ChangeIndex>
 }
 
 function intervalOf(e: Entry, position: number): ChangeDocumentRef {
-  const ref: { url: string; position: number; from?: string; until?: string; lastmod?: string } = {
+  const ref: {
+    url: string;
+    position: number;
+    from?: string;
+    until?: string;
+    lastmod?: string;
+    declared?: ExpectedContent;
+  } = {
     url: e.loc,
     position,
   };
+  const declared = expectedOf(e);
+  if (declared.length !== undefined || declared.hashes !== undefined) ref.declared = declared;
   if (e.md?.from !== undefined) ref.from = e.md.from;
   if (e.md?.until !== undefined) ref.until = e.md.until;
   if (e.lastmod !== undefined) ref.lastmod = e.lastmod;

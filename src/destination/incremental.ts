@@ -11,6 +11,7 @@
  * @module
  */
 import { formatDatetime, parseDatetime } from '../core/datetime.js';
+import type { Hashes } from '../core/hash.js';
 import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
 import { applyResource, bytesInstaller, fetchInstaller, packageInstaller } from './apply.js';
 import { DUMP_MANIFEST_NAME } from '../core/constants.js';
@@ -283,15 +284,20 @@ export async function applyChange(
   if (failed !== undefined) ctx.count(uri, 'failed', from, failed.error);
 }
 
-/** Starts downloading a Change Dump package (see {@link startPackage}). */
+/** Starts downloading a Change Dump package (see {@link startPackage}), checked against its dump entry. */
 function startChangePackage(ctx: SyncContext, ref: ChangeDocumentRef): PendingPackage {
   const opts: {
     tmpDir: string;
     maxBytes?: number;
+    length?: number;
+    hashes?: Hashes;
     signal?: AbortSignal;
     onBytes: (bytes: number, total: number | undefined) => void;
   } = { tmpDir: ctx.options.tmpDir, onBytes: (b, t) => ctx.downloadProgress(ref.url, b, t) };
   if (ctx.options.maxPackageBytes !== undefined) opts.maxBytes = ctx.options.maxPackageBytes;
+  // The Change Dump's length and hash of the package (§13.1), checked as a Resource Dump's are.
+  if (ref.declared?.length !== undefined) opts.length = ref.declared.length;
+  if (ref.declared?.hashes !== undefined) opts.hashes = ref.declared.hashes;
   if (ctx.options.signal !== undefined) opts.signal = ctx.options.signal;
   return startPackage(ctx.client, ref.url, { ...opts, arriving: ctx.options.applyArriving ?? true });
 }
@@ -330,6 +336,9 @@ async function applyChangePackage(
         ? ''
         : ` (${early.files.size} changes applied while it arrived stay applied: each matched its manifest entry and CRC-32)`;
     ctx.warn(f.code, `Change Dump package unusable: ${f.message}${kept}`, ref.url);
+    // Bitstreams that failed as it arrived are retried from the Change Lists (when there are none, they stay
+    // failures: the run is incomplete either way).
+    if (canFallBack) failuresToWarning(ctx, failedBefore, failuresBefore, ref.url);
     return undefined;
   }
   try {
@@ -379,18 +388,8 @@ async function applyChangePackage(
     if (!ok && canFallBack) {
       // Some bitstreams failed (e.g. one that does not match its manifest entry): the changes applied from
       // the package stay recorded, and the Change Lists, read from the same watermark, skip them and fetch
-      // the others from the Source. The failures become a warning: they are retried at once.
-      const n = ctx.counts.failed - failedBefore;
-      const sample = ctx.failures
-        .splice(failuresBefore)
-        .slice(0, 3)
-        .map((f) => `${f.uri}: ${f.message} [${f.code}]`);
-      ctx.counts.failed = failedBefore;
-      ctx.warn(
-        'RS_ZIP',
-        `${n} change${n === 1 ? '' : 's'} of the Change Dump package could not be applied (${sample.join('; ')}${n > sample.length ? '; ...' : ''})`,
-        ref.url,
-      );
+      // the others from the Source.
+      failuresToWarning(ctx, failedBefore, failuresBefore, ref.url);
       return undefined;
     }
     return { complete: ok, watermark: ok ? to : wm };
@@ -398,10 +397,31 @@ async function applyChangePackage(
     if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
     const f = describeError(ref.url, e);
     ctx.warn(f.code, `Change Dump package unusable: ${f.message}`, ref.url);
+    await ctx.recorder.flush();
+    if (canFallBack) failuresToWarning(ctx, failedBefore, failuresBefore, ref.url);
     return undefined;
   } finally {
     await pkg.close();
   }
+}
+
+/**
+ * The failures counted since `failedBefore` / `failuresBefore` (changes of a Change Dump package that could not
+ * be applied) become one warning: the Change Lists, read next from the same watermark, retry them at once.
+ */
+function failuresToWarning(ctx: SyncContext, failedBefore: number, failuresBefore: number, url: string): void {
+  const n = ctx.counts.failed - failedBefore;
+  if (n <= 0) return;
+  const sample = ctx.failures
+    .splice(failuresBefore)
+    .slice(0, 3)
+    .map((f) => `${f.uri}: ${f.message} [${f.code}]`);
+  ctx.counts.failed = failedBefore;
+  ctx.warn(
+    'RS_ZIP',
+    `${n} change${n === 1 ? '' : 's'} of the Change Dump package could not be applied (${sample.join('; ')}${n > sample.length ? '; ...' : ''})`,
+    url,
+  );
 }
 
 /** What {@link applyArrivingChanges} planned and applied. */

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -314,6 +315,37 @@ describe('incremental', () => {
     const tree = readTree(dir);
     assert.deepEqual(tree.get(local('/res/r3.txt')), body('r3 v2'));
     assert.deepEqual(tree.get(local('/res/new1.txt')), body('new1 v2'));
+    assert.equal(s.watermarkAfter, '2024-03-02T11:00:00Z');
+  });
+
+  it('checks a Change Dump package against the length and hash its Change Dump declares', async () => {
+    await baseline();
+    const l = lists();
+    await src.publishChangeDump(l);
+    const good = src.routes.get('/changedump-1.zip')!.body;
+    // The Change Dump declares the good package's hash; the server has a package of the same length whose r0
+    // bitstream was altered (its manifest entry and CRC-32 still say what the package holds, not the Source).
+    await src.publishChangeDump(l, ['/res/r0.txt']);
+    const altered = src.routes.get('/changedump-1.zip')!.body;
+    assert.equal(altered.length, good.length);
+    const dump = src.routes.get('/changedump.xml')!;
+    const sha = createHash('sha256').update(good).digest('hex');
+    src.set(
+      '/changedump.xml',
+      dump.body.toString().replace(`length="${good.length}"`, `length="${good.length}" hash="sha-256:${sha}"`),
+      'application/xml',
+    );
+    src.publishChangeLists(l);
+    src.publishCapabilities();
+    const s = await dest({ delete: true }).sync();
+    assert.equal(s.counts.failed, 0, JSON.stringify(s.failures));
+    assert.ok(
+      s.warnings.some(
+        (w) => w.includes('/changedump-1.zip') && w.includes('does not match the hash the dump declares'),
+      ),
+      s.warnings.join('\n'),
+    );
+    assert.deepEqual(readTree(dir).get(local('/res/r0.txt')), body('r0 v3'));
     assert.equal(s.watermarkAfter, '2024-03-02T11:00:00Z');
   });
 
