@@ -30,7 +30,9 @@ import { sweepTempFiles } from './sweep.js';
 import { type UriFilter, createUriFilter } from './filter.js';
 import { type CopyLock, lockCopy } from './lock.js';
 import type { ResourceChange } from '../notify/payloads.js';
-import { type FollowOptions, type FollowStats, applyNotifiedChanges, followCopy } from './follow.js';
+// follow.ts (and the notification modules it loads) only when a copy follows or applies notifications: a
+// plain sync does not pay for loading them (~45 ms cold).
+import type { FollowOptions, FollowStats } from './follow.js';
 import { sharedFileWriter } from './file-writer.js';
 import { prepareSyncFileSystem } from '../io/syncfs.js';
 
@@ -196,7 +198,7 @@ export class Destination {
   }
 
   /**
-   * Keeps the copy in step with the Source until the Destination's `signal` aborts (see {@link followCopy}):
+   * Keeps the copy in step with the Source until the Destination's `signal` aborts (see `followCopy`, follow.ts):
    * a first run, then notifications over the channels the Source advertises (or WebSub with a callback), and
    * catch-up runs; polls at `catchUpIntervalMs` while no channel is up or none is advertised.
    */
@@ -204,9 +206,11 @@ export class Destination {
     const client = this.options.client ?? new HttpClient(sourceHttpOptions(this.options.url, this.options.http));
     const self = new Destination({ ...this.options, client });
     self.listeners = this.listeners;
-    return followCopy(self, client, options).finally(async () => {
-      if (this.options.client === undefined) await client.close().catch(() => undefined);
-    });
+    return import('./follow.js')
+      .then(({ followCopy }) => followCopy(self, client, options))
+      .finally(async () => {
+        if (this.options.client === undefined) await client.close().catch(() => undefined);
+      });
   }
 
   /** Finds the Source's documents (discovery, §8). */
@@ -382,6 +386,7 @@ export class Destination {
             if (r.complete && !dryRun) watermarkAfter = r.at;
           }
         } else if (op === 'notification') {
+          const { applyNotifiedChanges } = await import('./follow.js');
           await applyNotifiedChanges(ctx, notified ?? [], watermark?.at);
           complete = ctx.counts.failed === 0;
         } else {
