@@ -44,24 +44,22 @@ export function fetchInstaller(ctx: SyncContext, entry: Entry): Installer {
 
 /** Content read from a dump package (the bitstream at `path`, §11.2, §13.2). */
 export function packageInstaller(ctx: SyncContext, pkg: DumpPackage, path: string | undefined): Installer {
-  return {
-    install: async (target, expected) => {
-      try {
-        return await ctx.installFromPackage(pkg, path, target, expected);
-      } catch (e) {
-        if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
-        return { error: e };
-      }
-    },
-  };
+  return failuresReturned((target, expected) => ctx.installFromPackage(pkg, path, target, expected));
 }
 
 /** Content already received whole (a dump package's bitstream read as the package arrived). */
 export function bytesInstaller(ctx: SyncContext, body: Uint8Array): Installer {
+  return failuresReturned((target, expected) => ctx.installBytes(body, target, expected));
+}
+
+/** An installer whose failures, except an abort, are returned as `{ error }` instead of thrown. */
+function failuresReturned(
+  install: (target: string, expected: ExpectedContent) => Promise<{ length: number; hashes: Hashes }>,
+): Installer {
   return {
     install: async (target, expected) => {
       try {
-        return await ctx.installBytes(body, target, expected);
+        return await install(target, expected);
       } catch (e) {
         if (isResourceSyncError(e, 'RS_ABORTED')) throw e;
         return { error: e };

@@ -11,7 +11,14 @@ import { join } from 'node:path';
 import { forEachConcurrent } from './concurrent.js';
 import { type SyncContext, describeError, regularFileSize } from './context.js';
 import { openExpected, openListTree } from './documents.js';
-import { DumpPackage, type PendingPackage, arrivingManifest, manifestPathToName, startPackage } from './dump.js';
+import {
+  type ArrivedFile,
+  DumpPackage,
+  type PendingPackage,
+  arrivedFile,
+  arrivingManifest,
+  manifestPathToName,
+} from './dump.js';
 import { DUMP_MANIFEST_NAME } from '../core/constants.js';
 import type { LocalEntry, LocalEntryParser } from '../io/zip-stream.js';
 import { expectedOf, UNCONFIRMED_DELETION } from './plan.js';
@@ -106,7 +113,9 @@ export async function runBaseline(ctx: SyncContext, sources: BaselineSources): P
       const pkgs = tree.entries[Symbol.asyncIterator]();
       const ahead = async (): Promise<{ entry: Entry; pkg: PendingPackage } | undefined> => {
         const n = await pkgs.next();
-        return n.done === true ? undefined : { entry: n.value, pkg: startResourcePackage(ctx, n.value) };
+        return n.done === true
+          ? undefined
+          : { entry: n.value, pkg: ctx.startPackage(n.value.loc, expectedOf(n.value)) };
       };
       let next: Promise<{ entry: Entry; pkg: PendingPackage } | undefined> = ahead();
       try {
@@ -401,27 +410,8 @@ function isChangedSince(e: unknown): boolean {
   return status === 404 || status === 410;
 }
 
-/** Starts downloading a Resource Dump package (see {@link startPackage}), checked against its dump entry. */
-function startResourcePackage(ctx: SyncContext, pkgEntry: Entry): PendingPackage {
-  const url = pkgEntry.loc;
-  const declared = expectedOf(pkgEntry);
-  const opts: {
-    tmpDir: string;
-    maxBytes?: number;
-    length?: number;
-    hashes?: typeof declared.hashes;
-    signal?: AbortSignal;
-    onBytes: (bytes: number, total: number | undefined) => void;
-  } = { tmpDir: ctx.options.tmpDir, onBytes: (b, t) => ctx.downloadProgress(url, b, t) };
-  if (ctx.options.maxPackageBytes !== undefined) opts.maxBytes = ctx.options.maxPackageBytes;
-  if (declared.length !== undefined) opts.length = declared.length;
-  if (declared.hashes !== undefined) opts.hashes = declared.hashes;
-  if (ctx.options.signal !== undefined) opts.signal = ctx.options.signal;
-  return startPackage(ctx.client, url, { ...opts, arriving: ctx.options.applyArriving ?? true });
-}
-
 /**
- * Applies one Resource Dump package (its download started by {@link startResourcePackage}, while the package
+ * Applies one Resource Dump package (its download started by `SyncContext.startPackage`, while the package
  * before it was applied). While it arrives, when its first file is `manifest.xml` and its files follow in the
  * manifest's order with their sizes in their local headers (as our Source writes them), each bitstream is
  * installed as soon as it is in, verified against its manifest entry and its ZIP CRC-32
@@ -470,7 +460,7 @@ async function applyResourcePackage(
     } else if (early !== undefined) {
       for (const [name, f] of early.files) if (!pkg.describes(name, f)) fallback.add(f.uri);
       if (early.complete) {
-        manifestRead = true; // every entry of the manifest was applied as the package arrived
+        // Every entry of the manifest was applied as the package arrived.
         ctx.emit({ type: 'package', url, files: pkg.size - 1 });
         return 'ok';
       }
@@ -575,7 +565,7 @@ async function applyArrivingResources(
       }
       reachedEnd = true;
       part.consumed++;
-      part.files.set(name, { crc32: f.value.crc32, size: f.value.size, offset: f.value.offset, uri: m.loc });
+      part.files.set(name, arrivedFile(f.value, m.loc));
       yield { m, data: f.value.data };
     }
     part.complete = reachedEnd;
@@ -599,7 +589,7 @@ async function applyArrivingResources(
 interface ArrivedPart {
   readonly manifest: LocalEntry;
   consumed: number;
-  readonly files: Map<string, { crc32: number; size: number; offset: number; uri: string }>;
+  readonly files: Map<string, ArrivedFile>;
   /** Every manifest entry was applied (nothing is left for the whole package). */
   complete: boolean;
 }

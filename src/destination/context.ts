@@ -32,7 +32,7 @@ import type { SparePool } from './spares.js';
 import type { DestinationState, ResourceRecord } from './state.js';
 import { createMultiHasher } from '../io/hashing.js';
 import { SELF_NAME, ensureParentDirectory, placeFileSync, resourceFile } from './paths.js';
-import type { DumpPackage } from './dump.js';
+import { type DumpPackage, type PendingPackage, startPackage } from './dump.js';
 import type { UriFilter } from './filter.js';
 
 /** The part of {@link DestinationState} the operations use. */
@@ -610,6 +610,24 @@ export class SyncContext {
       };
     }
     return { error: lastError };
+  }
+
+  /**
+   * Starts downloading a dump package (see `startPackage` in dump.ts) with this run's options: the temporary
+   * directory, the size bound, the signal, progress, applying its files as it arrives (`applyArriving`), and
+   * the length and hashes its dump declares (§11.1, §13.1), checked once it is in.
+   */
+  startPackage(url: string, declared: ExpectedContent | undefined): PendingPackage {
+    const o = this.options;
+    return startPackage(this.client, url, {
+      tmpDir: o.tmpDir,
+      onBytes: (b, t) => this.downloadProgress(url, b, t),
+      arriving: o.applyArriving ?? true,
+      ...(o.maxPackageBytes === undefined ? {} : { maxBytes: o.maxPackageBytes }),
+      ...(declared?.length === undefined ? {} : { length: declared.length }),
+      ...(declared?.hashes === undefined ? {} : { hashes: declared.hashes }),
+      ...(o.signal === undefined ? {} : { signal: o.signal }),
+    });
   }
 
   /**

@@ -190,6 +190,22 @@ export function startPackage(client: HttpClient, url: string, options: StartPack
   return arriving === undefined ? pending : { ...pending, arriving };
 }
 
+/**
+ * A file of a package applied as it arrived: what its local header said (checked against the central directory
+ * once the package is in: {@link DumpPackage.describes}) and the resource it was applied to.
+ */
+export interface ArrivedFile {
+  readonly offset: number;
+  readonly crc32: number;
+  readonly size: number;
+  readonly uri: string;
+}
+
+/** The {@link ArrivedFile} of a file read as it arrived and applied to `uri`. */
+export function arrivedFile(file: LocalEntry, uri: string): ArrivedFile {
+  return { offset: file.offset, crc32: file.crc32, size: file.size, uri };
+}
+
 /** The manifest of a package being received and the files after it, as they arrive (see {@link arrivingManifest}). */
 export interface ArrivingManifest {
   /** `manifest.xml` as read from its local header (compare with the central directory: {@link DumpPackage.describes}). */
@@ -519,7 +535,7 @@ export class DumpPackage {
    * True when the central directory describes the file `name` as read from a local header: same offset,
    * CRC-32 and size (see `io/zip-stream.ts`: a file read while the package arrived is the one it holds).
    */
-  describes(name: string, local: { readonly offset: number; readonly crc32: number; readonly size: number }): boolean {
+  describes(name: string, local: Pick<LocalEntry, 'offset' | 'crc32' | 'size'>): boolean {
     const e = this.zip.get(name);
     return e !== undefined && e.localHeaderOffset === local.offset && e.crc32 === local.crc32 && e.size === local.size;
   }

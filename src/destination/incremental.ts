@@ -11,7 +11,6 @@
  * @module
  */
 import { formatDatetime, parseDatetime } from '../core/datetime.js';
-import type { Hashes } from '../core/hash.js';
 import { ResourceSyncError, isResourceSyncError } from '../core/errors.js';
 import { applyResource, bytesInstaller, fetchInstaller, packageInstaller } from './apply.js';
 import { DUMP_MANIFEST_NAME } from '../core/constants.js';
@@ -20,8 +19,16 @@ import { removeKeptDeletions, targetOf } from './baseline.js';
 import { forEachConcurrent } from './concurrent.js';
 import { type SyncContext, describeError } from './context.js';
 import { type ChangeDocumentRef, openExpected, readChangeDumpIndex, readChangeListIndex } from './documents.js';
-import { DumpPackage, type PendingPackage, arrivingManifest, manifestPathToName, startPackage } from './dump.js';
+import {
+  type ArrivedFile,
+  DumpPackage,
+  type PendingPackage,
+  arrivedFile,
+  arrivingManifest,
+  manifestPathToName,
+} from './dump.js';
 import type { ResourceRecord } from './state.js';
+import type { DocumentStream } from '../xml/index.js';
 import {
   type ChangePlan,
   ChangeCoalescer,
@@ -91,13 +98,13 @@ export async function runIncremental(
       checkGap(index.docs, index.from, wm, url);
       // Each package is downloaded while the one before it is applied (one ahead: at most two at once).
       const refs = selectIntervals(index.docs, wm);
-      let next = refs[0] === undefined ? undefined : startChangePackage(ctx, refs[0]);
+      let next = refs[0] === undefined ? undefined : ctx.startPackage(refs[0].url, refs[0].declared);
       try {
         for (let i = 0; i < refs.length; i++) {
           const ref = refs[i] as ChangeDocumentRef;
           const pending = next as PendingPackage;
           const after = refs[i + 1];
-          next = after === undefined ? undefined : startChangePackage(ctx, after);
+          next = after === undefined ? undefined : ctx.startPackage(after.url, after.declared);
           ctx.checkAborted();
           const r = await applyChangePackage(ctx, ref, pending, wm, sources.changeLists.length > 0);
           if (r === undefined) {
@@ -284,27 +291,9 @@ export async function applyChange(
   if (failed !== undefined) ctx.count(uri, 'failed', from, failed.error);
 }
 
-/** Starts downloading a Change Dump package (see {@link startPackage}), checked against its dump entry. */
-function startChangePackage(ctx: SyncContext, ref: ChangeDocumentRef): PendingPackage {
-  const opts: {
-    tmpDir: string;
-    maxBytes?: number;
-    length?: number;
-    hashes?: Hashes;
-    signal?: AbortSignal;
-    onBytes: (bytes: number, total: number | undefined) => void;
-  } = { tmpDir: ctx.options.tmpDir, onBytes: (b, t) => ctx.downloadProgress(ref.url, b, t) };
-  if (ctx.options.maxPackageBytes !== undefined) opts.maxBytes = ctx.options.maxPackageBytes;
-  // The Change Dump's length and hash of the package (§13.1), checked as a Resource Dump's are.
-  if (ref.declared?.length !== undefined) opts.length = ref.declared.length;
-  if (ref.declared?.hashes !== undefined) opts.hashes = ref.declared.hashes;
-  if (ctx.options.signal !== undefined) opts.signal = ctx.options.signal;
-  return startPackage(ctx.client, ref.url, { ...opts, arriving: ctx.options.applyArriving ?? true });
-}
-
 /**
- * Applies one Change Dump package (§13): its download started by {@link startChangePackage}, while the package
- * before it was applied. While it arrives, when `manifest.xml` is its first file (as our Source writes it), the
+ * Applies one Change Dump package (§13): its download started by `SyncContext.startPackage`, while the
+ * package before it was applied. While it arrives, when `manifest.xml` is its first file (as our Source writes it), the
  * changes after the watermark are planned from it and each created or updated resource is installed as soon as
  * its bitstream is in, verified against its manifest entry and its ZIP CRC-32 ({@link applyArrivingChanges}).
  * Once the whole package is in and its central directory read, the rest (deletions, bitstreams that did not
@@ -361,11 +350,7 @@ async function applyChangePackage(
           },
         );
       ctx.emit({ type: 'package', url: ref.url, files: pkg.size - 1 });
-      const coalescer = new ChangeCoalescer(parseDatetime(wm)?.ms);
-      for await (const e of manifest.entries) coalescer.add(e);
-      plan = coalescer.finish();
-      reportPlan(ctx, plan, ref.url);
-      to = later(later(wm, manifest.header.md?.until ?? ref.until), plan.latest);
+      ({ plan, to } = await planManifest(ctx, manifest, ref, wm));
       // Applied from a manifest.xml that is not the package's: applied again from the package.
       for (const f of early?.files.values() ?? []) force.add(f.uri);
     }
@@ -383,7 +368,7 @@ async function applyChangePackage(
       skip,
       force,
       failedBefore,
-      counted: early !== undefined && force.size === 0,
+      counted: early !== undefined, // applyArrivingChanges counted its plan
     });
     if (!ok && canFallBack) {
       // Some bitstreams failed (e.g. one that does not match its manifest entry): the changes applied from
@@ -403,6 +388,24 @@ async function applyChangePackage(
   } finally {
     await pkg.close();
   }
+}
+
+/**
+ * The plan of a Change Dump Manifest: its changes after the watermark `wm`, coalesced per resource (reported:
+ * out of order, rejected), and the watermark it reaches (its `until`, else the dump entry's, or its latest
+ * change). Memory: one {@link PlannedChange} per distinct resource.
+ */
+async function planManifest(
+  ctx: SyncContext,
+  manifest: DocumentStream,
+  ref: ChangeDocumentRef,
+  wm: string,
+): Promise<{ plan: ChangePlan; to: string }> {
+  const coalescer = new ChangeCoalescer(parseDatetime(wm)?.ms);
+  for await (const e of manifest.entries) coalescer.add(e);
+  const plan = coalescer.finish();
+  reportPlan(ctx, plan, ref.url);
+  return { plan, to: later(later(wm, manifest.header.md?.until ?? ref.until), plan.latest) };
 }
 
 /**
@@ -430,7 +433,7 @@ interface ArrivedChanges {
   readonly plan: ChangePlan;
   readonly to: string;
   /** The files whose change was applied as they arrived, by package name. */
-  readonly files: Map<string, { crc32: number; size: number; offset: number; uri: string }>;
+  readonly files: Map<string, ArrivedFile>;
 }
 
 /**
@@ -448,16 +451,14 @@ async function applyArrivingChanges(
 ): Promise<ArrivedChanges | undefined> {
   const opened = await arrivingManifest(pending, 'change-dump-manifest');
   if (opened === undefined) return undefined;
-  const coalescer = new ChangeCoalescer(parseDatetime(wm)?.ms);
+  let plan: ChangePlan;
+  let to: string;
   try {
-    for await (const e of opened.doc.entries) coalescer.add(e);
+    ({ plan, to } = await planManifest(ctx, opened.doc, ref, wm));
   } catch {
     pending.arriving?.stop(`unusable ${DUMP_MANIFEST_NAME}`); // reported when read from the whole package
     return undefined;
   }
-  const plan = coalescer.finish();
-  reportPlan(ctx, plan, ref.url);
-  const to = later(later(wm, opened.doc.header.md?.until ?? ref.until), plan.latest);
   const byName = new Map<string, PlannedChange>();
   for (const c of plan.changes) {
     if (c.change === 'deleted') continue;
@@ -481,12 +482,7 @@ async function applyArrivingChanges(
       const change = byName.get(f.value.name);
       if (change === undefined) continue; // superseded by a later change of the same resource
       byName.delete(f.value.name);
-      part.files.set(f.value.name, {
-        crc32: f.value.crc32,
-        size: f.value.size,
-        offset: f.value.offset,
-        uri: change.uri,
-      });
+      part.files.set(f.value.name, arrivedFile(f.value, change.uri));
       yield { change, bytes: f.value.data };
       if (byName.size === 0) {
         pending.arriving?.stop('every bitstream of the plan arrived');
@@ -498,7 +494,7 @@ async function applyArrivingChanges(
     await forEachConcurrent(
       arrived(),
       ctx.options.concurrency,
-      async ({ change, bytes }) => applyChange(ctx, change, { bytes }, records.get(change.uri)),
+      ({ change, bytes }) => applyChange(ctx, change, { bytes }, records.get(change.uri)),
       ctx.options.signal,
     );
   } catch (e) {
