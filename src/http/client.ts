@@ -500,12 +500,10 @@ export class HttpClient {
           signal: init.signal,
         });
         const status = res.statusCode;
+        if (isRetryStatus(status)) retryAfter = parseRetryAfter(res.headers['retry-after'], Date.now());
         if ((status === 429 || status === 503) && this.#windows !== undefined)
-          this.#windowOf(url.origin).overloaded(
-            Math.min(this.#maxDelay, parseRetryAfter(res.headers['retry-after'], Date.now()) ?? 0),
-          );
+          this.#windowOf(url.origin).overloaded(Math.min(this.#maxDelay, retryAfter ?? 0));
         if (!isRetryStatus(status) || attempt >= this.#retries || init.accept?.includes(status)) return res;
-        retryAfter = parseRetryAfter(res.headers['retry-after'], Date.now());
         await discardBody(res.body);
         failure = new ResourceSyncError('RS_HTTP', `HTTP ${res.statusCode} for ${method}`, { url: url.href });
       } catch (e) {

@@ -27,19 +27,13 @@ let client: { Client: typeof Undici.Client; buildConnector: typeof Undici.buildC
 
 /** undici's `Client` and `buildConnector`, loaded as {@link loadAgents} loads the agents. */
 export function loadClient(): { Client: typeof Undici.Client; buildConnector: typeof Undici.buildConnector } {
-  if (client === undefined) {
-    loadAgents();
-    const require = createRequire(import.meta.url);
-    try {
-      client = {
-        Client: require('undici/lib/dispatcher/client.js') as typeof Undici.Client,
-        buildConnector: require('undici/lib/core/connect.js') as typeof Undici.buildConnector,
-      };
-    } catch {
-      const u = require('undici') as typeof Undici;
-      client = { Client: u.Client, buildConnector: u.buildConnector };
-    }
-  }
+  client ??= leanOrWhole(
+    (require) => ({
+      Client: require('undici/lib/dispatcher/client.js') as typeof Undici.Client,
+      buildConnector: require('undici/lib/core/connect.js') as typeof Undici.buildConnector,
+    }),
+    (u) => ({ Client: u.Client, buildConnector: u.buildConnector }),
+  );
   return client;
 }
 
@@ -47,16 +41,25 @@ let pool: typeof Undici.Pool | undefined;
 
 /** undici's `Pool` (the per-origin pool an `Agent` makes), loaded as {@link loadAgents} loads the agents. */
 export function loadPool(): typeof Undici.Pool {
-  if (pool === undefined) {
-    loadAgents();
-    const require = createRequire(import.meta.url);
-    try {
-      pool = require('undici/lib/dispatcher/pool.js') as typeof Undici.Pool;
-    } catch {
-      pool = (require('undici') as typeof Undici).Pool;
-    }
-  }
+  pool ??= leanOrWhole(
+    (require) => require('undici/lib/dispatcher/pool.js') as typeof Undici.Pool,
+    (u) => u.Pool,
+  );
   return pool;
+}
+
+/**
+ * Modules of undici by path, after the agents (whose loading prepares the dispatcher prototype); from the
+ * whole package should a later undici move them.
+ */
+function leanOrWhole<T>(lean: (require: NodeJS.Require) => T, whole: (u: typeof Undici) => T): T {
+  loadAgents();
+  const require = createRequire(import.meta.url);
+  try {
+    return lean(require);
+  } catch {
+    return whole(require('undici') as typeof Undici);
+  }
 }
 
 function loadLean(): UndiciAgents | undefined {

@@ -102,7 +102,6 @@ export class OriginWindow {
   #done = 0;
   #latency = 0;
   #saturated = false;
-  #meanLatency = 0;
   // The controller.
   #phase: Phase = 'warmup';
   /** The measure before the change under test. */
@@ -237,7 +236,6 @@ export class OriginWindow {
       process.stderr.write(
         `window ${this.#phase} limit ${this.limit} saturated ${saturated} rate ${rate.toFixed(0)}/s latency ${mean.toFixed(1)} ms (${this.#done} in ${elapsed} ms)\n`,
       );
-    this.#meanLatency = mean;
     this.#restartEpoch(now);
     // The window was not the limit: the rate says nothing about it.
     if (!saturated) return;
@@ -303,11 +301,6 @@ export class OriginWindow {
     this.#before = undefined;
     this.#holdLeft = this.#hold;
     this.#settled = { ...at };
-  }
-
-  /** Mean request latency (ms) of the last epoch, 0 before the first. */
-  get meanLatencyMs(): number {
-    return this.#meanLatency;
   }
 }
 
