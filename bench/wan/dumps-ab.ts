@@ -12,12 +12,11 @@
 // most (several packages per dump: downloading the next package while one is applied shows). `--bandwidth N`:
 // each direction of each Source's link carries N bytes/s at most (a package's body then takes time to arrive:
 // applying its files as they arrive shows). Load (uptime) is printed with each round trip.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { loadavg, tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
+import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
+import { type Summary, changeFiles as changeFiles_, load, makeCollection, median, runSync, startServe } from './lib.js';
 import { startProxy } from './proxy.js';
 import { startStaticServer } from './static-server.js';
 
@@ -38,70 +37,12 @@ const FILES = Number(value('--files', '2000'));
 const CHANGES = Math.min(1000, Math.floor(FILES / 2));
 const MAX_FILES = value('--dump-max-files', '');
 const BANDWIDTH = Number(value('--bandwidth', '0'));
+const SIZE = 2048;
 const label = (i: number): string => String.fromCharCode(65 + i);
-const load = (): string =>
-  loadavg()
-    .map((l) => l.toFixed(2))
-    .join(' ');
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
-
-async function makeCollection(dir: string): Promise<void> {
-  for (let d = 0; d < Math.ceil(FILES / 100); d++) await mkdir(join(dir, `d${d}`), { recursive: true });
-  for (let i = 0; i < FILES; i++) await writeFile(join(dir, `d${Math.floor(i / 100)}`, `f${i}.txt`), randomBytes(2048));
-}
 let round = 0;
-async function changeFiles(dir: string): Promise<void> {
-  const start = (round++ * CHANGES) % FILES;
-  for (let k = 0; k < CHANGES; k++) {
-    const i = (start + k) % FILES;
-    await writeFile(join(dir, `d${Math.floor(i / 100)}`, `f${i}.txt`), randomBytes(2048));
-  }
-}
-
-interface Summary {
-  operation: string;
-  via: string[];
-  elapsedMs: number;
-  counts: { created: number; updated: number; failed: number };
-}
-async function sync(cli: string, url: string, dir: string, extra: string[]): Promise<Summary> {
-  const out = await new Promise<string>((res) => {
-    const child = spawn(process.execPath, [cli, 'sync', '--json', ...extra, url, dir]);
-    let o = '';
-    let e = '';
-    child.stdout.on('data', (c: Buffer) => (o += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (e += c.toString()));
-    child.on('close', () => res(o || e));
-  });
-  try {
-    return JSON.parse(out) as Summary;
-  } catch {
-    throw new Error(`sync ${extra.join(' ')}: ${out.slice(0, 1000)}`);
-  }
-}
-
-async function startServe(
-  collection: string,
-  state: string,
-  baseUrl: string,
-): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(
-    process.execPath,
-    [SOURCE_CLI, 'serve', collection, '--port', '0', '--json', '--no-notify', '--state', state, '--base-url', baseUrl],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const lines = createInterface({ input: child.stdout! });
-  for await (const line of lines) {
-    const m = JSON.parse(line) as { port?: number; url?: string };
-    const port = m.port ?? (m.url === undefined ? undefined : Number(new URL(m.url).port));
-    if (port !== undefined && !Number.isNaN(port)) {
-      lines.removeAllListeners('line');
-      child.stdout!.resume();
-      return { child, port };
-    }
-  }
-  throw new Error('serve ended before listening');
-}
+const changeFiles = (dir: string): Promise<void> => changeFiles_(dir, round++, FILES, CHANGES, SIZE);
+const sync = async (cli: string, url: string, dir: string, extra: string[]): Promise<Summary> =>
+  (await runSync(cli, url, dir, extra)).summary;
 
 /** Entries of the manifests of a Change Dump's packages (asked for directly: the Source generates it first). */
 async function changeDumpEntries(origin: string): Promise<number> {
@@ -119,7 +60,7 @@ async function main(): Promise<void> {
     const staticColl = join(tmp, 'collection-static');
     const serveColl = join(tmp, 'collection-serve');
     const site = join(tmp, 'site');
-    await makeCollection(staticColl);
+    await makeCollection(staticColl, FILES, SIZE);
     await cp(staticColl, serveColl, { recursive: true });
     const staticProxy = await startProxy();
     const serveProxy = await startProxy();
@@ -148,7 +89,7 @@ async function main(): Promise<void> {
     };
     publish();
     const serveUrl = `http://127.0.0.1:${serveProxy.port}/`;
-    const serve = await startServe(serveColl, join(tmp, 'serve-state'), serveUrl);
+    const serve = await startServe(SOURCE_CLI, serveColl, join(tmp, 'serve-state'), serveUrl);
     serveProxy.set({ targetPort: serve.port });
     const serveDirect = `http://127.0.0.1:${serve.port}`;
     const sources = [

@@ -12,14 +12,13 @@
 // and [B]; `serve` and `publish` are those of --serve-cli, default the last of --cli). Every `sync` is a
 // fresh process (`resourcesync sync --json`): the rates are computed from the run's own elapsed time (the
 // summary's elapsedMs), and the wall time of the process, Node's start-up included, is printed beside them.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { loadavg, tmpdir } from 'node:os';
+import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { type Summary, changeFiles as changeFiles_, load, makeCollection, median, runSync, startServe } from './lib.js';
 import { startProxy, type WanProxy } from './proxy.js';
 import { sequentialHarvest } from './sequential.js';
 import { startStaticServer } from './static-server.js';
@@ -60,32 +59,12 @@ for (const c of [...CLIS, CLI])
     process.exit(2);
   }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)] as number;
-}
-
-const load = (): string =>
-  loadavg()
-    .map((l) => l.toFixed(2))
-    .join(' ');
 const cleanup: string[] = [];
 let tmp = '';
 
-async function makeCollection(dir: string): Promise<void> {
-  for (let d = 0; d < Math.ceil(FILES / 100); d++) await mkdir(join(dir, `d${d}`), { recursive: true });
-  for (let i = 0; i < FILES; i++) await writeFile(join(dir, `d${Math.floor(i / 100)}`, `f${i}.txt`), randomBytes(SIZE));
-}
-
 let changeRound = 0;
 /** Rewrites CHANGES files of the collection (a different slice each round). */
-async function changeFiles(dir: string): Promise<void> {
-  const start = (changeRound++ * CHANGES) % FILES;
-  for (let k = 0; k < CHANGES; k++) {
-    const i = (start + k) % FILES;
-    await writeFile(join(dir, `d${Math.floor(i / 100)}`, `f${i}.txt`), randomBytes(SIZE));
-  }
-}
+const changeFiles = (dir: string): Promise<void> => changeFiles_(dir, changeRound++, FILES, CHANGES, SIZE);
 
 function cli(argv: string[]): { status: number | null; stdout: string; stderr: string } {
   return spawnSync(process.execPath, [CLI, ...argv], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
@@ -109,54 +88,9 @@ async function sync(
   build = CLIS[0] as string,
 ) {
   proxy.resetStats();
-  const t0 = performance.now();
-  const p = await new Promise<{ code: number | null; out: string; err: string }>((res) => {
-    const child = spawn(process.execPath, [build, 'sync', '--json', ...extra, url, dir]);
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-    child.on('close', (code) => res({ code, out, err }));
-  });
-  const wall = performance.now() - t0;
-  let s: Summary;
-  try {
-    s = JSON.parse(p.out) as Summary;
-  } catch {
-    throw new Error(`sync ${extra.join(' ')} exited ${p.code}: ${p.out.slice(0, 500)}${p.err.slice(0, 2000)}`);
-  }
+  const { summary: s, wall } = await runSync(build, url, dir, extra);
   if (!expect(s)) throw new Error(`sync ${extra.join(' ')}: unexpected ${JSON.stringify(s).slice(0, 1000)}`);
   return { run: s.elapsedMs, wall, connections: proxy.stats.maxOpen } satisfies SyncResult;
-}
-
-interface Summary {
-  operation: string;
-  via: string[];
-  elapsedMs: number;
-  counts: { created: number; updated: number; failed: number };
-}
-
-async function startServe(
-  collection: string,
-  state: string,
-  baseUrl: string,
-): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(
-    process.execPath,
-    [CLI, 'serve', collection, '--port', '0', '--json', '--no-notify', '--state', state, '--base-url', baseUrl],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const lines = createInterface({ input: child.stdout! });
-  for await (const line of lines) {
-    const m = JSON.parse(line) as { event?: string; port?: number; url?: string };
-    const port = m.port ?? (m.url === undefined ? undefined : Number(new URL(m.url).port));
-    if (port !== undefined && !Number.isNaN(port)) {
-      lines.removeAllListeners('line');
-      child.stdout!.resume();
-      return { child, port };
-    }
-  }
-  throw new Error('serve ended before listening');
 }
 
 /** Counts the changes of the Source's Change Lists (fetched directly, not through the proxy). */
@@ -195,7 +129,7 @@ async function main(): Promise<void> {
   const staticColl = join(tmp, 'collection-static');
   const serveColl = join(tmp, 'collection-serve');
   const site = join(tmp, 'site');
-  await makeCollection(staticColl);
+  await makeCollection(staticColl, FILES, SIZE);
   await cp(staticColl, serveColl, { recursive: true });
 
   const staticProxy = await startProxy();
@@ -209,7 +143,7 @@ async function main(): Promise<void> {
   };
   publish();
   const serveUrl = `http://127.0.0.1:${serveProxy.port}/`;
-  const serve = await startServe(serveColl, join(tmp, 'serve-state'), serveUrl);
+  const serve = await startServe(CLI, serveColl, join(tmp, 'serve-state'), serveUrl);
   serveProxy.set({ targetPort: serve.port });
   const serveDirect = `http://127.0.0.1:${serve.port}`;
 

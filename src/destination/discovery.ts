@@ -619,9 +619,7 @@ export async function discover(
    * set is chosen among the Capability Lists of them all, as from one Source Description.
    */
   const fromSourceDescriptionIndex = async (indexUrl: string, doc: DocumentStream): Promise<DiscoveryResult> => {
-    const listed = (await readEntries(doc, indexUrl))
-      .filter((e) => e.loc !== '' && (e.md?.capability === undefined || e.md.capability === 'description'))
-      .map((e) => absolute(e.loc, indexUrl));
+    const listed = await indexedDescriptions(doc, indexUrl);
     if (listed.length === 0)
       throw new ResourceSyncError('RS_DISCOVERY', 'the Source Description Index lists no Source Description', {
         url: indexUrl,
@@ -836,10 +834,14 @@ export async function sourceAliasesOf(
     await doc.entries.return();
     return doc.header.kind === 'source-description' ? descriptionAliases(doc.header, url) : [];
   }
-  const listed = (await readEntries(doc, url))
+  return sameOrigin(await indexedDescriptions(doc, url), url).slice(0, MAX_SOURCE_ALIASES);
+}
+
+/** The Source Descriptions a Source Description Index lists (absolute URLs). */
+async function indexedDescriptions(doc: DocumentStream, url: string): Promise<string[]> {
+  return (await readEntries(doc, url))
     .filter((e) => e.loc !== '' && (e.md?.capability === undefined || e.md.capability === 'description'))
     .map((e) => absolute(e.loc, url));
-  return sameOrigin(listed, url).slice(0, MAX_SOURCE_ALIASES);
 }
 
 interface SetCandidate {
