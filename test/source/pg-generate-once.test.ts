@@ -135,8 +135,15 @@ describe('serve processes sharing a PostgreSQL store and a --site-dir', { skip: 
     return { run, port };
   };
 
-  it('generate every document and dump once and serve identical bytes', async () => {
-    const { dir, cleanup } = await tempDir('rs-gen-once-');
+  /**
+   * Runs `body` with a temporary directory holding an empty collection `coll`, a fresh schema's store URL and a
+   * list of serve processes, which are stopped (and the schema and directory removed) however it ends.
+   */
+  async function withSharedStore(
+    prefix: string,
+    body: (t: { dir: string; coll: string; url: URL; schema: string; runs: CliRun[] }) => Promise<void>,
+  ): Promise<void> {
+    const { dir, cleanup } = await tempDir(prefix);
     const schema = freshSchema();
     const url = new URL(PG_URL!);
     url.searchParams.set('schema', schema);
@@ -144,6 +151,17 @@ describe('serve processes sharing a PostgreSQL store and a --site-dir', { skip: 
     try {
       const coll = join(dir, 'coll');
       await mkdir(coll, { recursive: true });
+      await body({ dir, coll, url, schema, runs });
+    } finally {
+      for (const r of runs) r.child.kill('SIGTERM');
+      await Promise.all(runs.map((r) => r.exit));
+      await dropTestSchema(schema);
+      await cleanup();
+    }
+  }
+
+  it('generate every document and dump once and serve identical bytes', async () => {
+    await withSharedStore('rs-gen-once-', async ({ dir, coll, url, runs }) => {
       for (let i = 0; i < 30; i++) await writeFile(join(coll, `f${i}.txt`), `v1 ${i}`);
       const a = start(dir, url.href, 'a');
       runs.push(a.run);
@@ -201,23 +219,11 @@ describe('serve processes sharing a PostgreSQL store and a --site-dir', { skip: 
         assert.equal(of.filter((e) => !e.adopted).length, 1, `${key} built once: ${JSON.stringify(of)}`);
         assert.equal(of.filter((e) => e.adopted).length, 2, `${key} taken over by the two others`);
       }
-    } finally {
-      for (const r of runs) r.child.kill('SIGTERM');
-      await Promise.all(runs.map((r) => r.exit));
-      await dropTestSchema(schema);
-      await cleanup();
-    }
+    });
   });
 
   it('free the lock of a builder killed with -9 mid-dump, serve no partial package, and build it at the next request', async () => {
-    const { dir, cleanup } = await tempDir('rs-gen-kill-');
-    const schema = freshSchema();
-    const url = new URL(PG_URL!);
-    url.searchParams.set('schema', schema);
-    const runs: CliRun[] = [];
-    try {
-      const coll = join(dir, 'coll');
-      await mkdir(coll, { recursive: true });
+    await withSharedStore('rs-gen-kill-', async ({ dir, coll, url, schema, runs }) => {
       // A dump big enough to take a while to write (40 x 4 MiB).
       for (let i = 0; i < 40; i++) await writeFile(join(coll, `big${i}.bin`), randomBytes(4 << 20));
       const a = start(dir, url.href, 'a');
@@ -281,12 +287,7 @@ describe('serve processes sharing a PostgreSQL store and a --site-dir', { skip: 
         entries.find((e) => e.name.endsWith('big7.bin'))!.data.equals(await readFile(join(coll, 'big7.bin'))),
         'bytes of a bitstream',
       );
-    } finally {
-      for (const r of runs) r.child.kill('SIGTERM');
-      await Promise.all(runs.map((r) => r.exit));
-      await dropTestSchema(schema);
-      await cleanup();
-    }
+    });
   });
 });
 
