@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { openPgStore, Source } from '../src/source/index.js';
-import type { ChangeInput } from '../src/source/store.js';
+import { fillInventory } from './synthetic.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string, dflt: string): string => {
@@ -33,7 +33,6 @@ const opt = (name: string, dflt: string): string => {
 const pgUrl = process.env.RESOURCESYNC_TEST_PG;
 /** The first part of the Resource List Index (the list itself when it fits one document). */
 const PART = `/resourcesync/default/resourcelist${Number(opt('resources', '100000')) > 50_000 ? '-0001' : ''}.xml`;
-const hex = (n: number, len: number): string => n.toString(16).padStart(len, '0').slice(-len);
 
 if (args.includes('--child')) {
   // One Source process: opens, says `ready`, asks for the part at `go`, says how long it took and what it got.
@@ -99,20 +98,7 @@ if (args.includes('--child')) {
   };
   try {
     const t0 = performance.now();
-    for (let start = 0; start < resources; start += 10_000) {
-      const batch: ChangeInput[] = [];
-      for (let i = start; i < Math.min(resources, start + 10_000); i++)
-        batch.push({
-          uri: `items/${hex(i >> 10, 4)}/${hex(i, 8)}/bitstream-${i}.pdf`,
-          change: 'created',
-          setName: 'default',
-          length: 1000 + (i % 5000),
-          type: 'application/pdf',
-          hashes: { md5: hex(i * 2654435761, 32), 'sha-256': hex(i * 40503, 64) },
-          lastmodMs: 1_700_000_000_000 + i,
-        });
-      await store.recordChanges(batch, { log: false });
-    }
+    await fillInventory(store, resources);
     process.stdout.write(
       `${resources.toLocaleString('en')} resources filled in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${instances} processes, ${rounds} rounds; load ${loadavg()
         .map((l) => l.toFixed(1))

@@ -11,7 +11,7 @@ import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openSqliteStore, Source } from '../src/source/index.js';
-import type { ChangeInput } from '../src/source/store.js';
+import { fillInventory } from './synthetic.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string, dflt: number): number => {
@@ -29,21 +29,7 @@ const work = await mkdtemp(join(tmpdir(), 'rs-bench-docs-'));
 try {
   let store = await openSqliteStore({ path: join(work, 'source.db') });
   let t = performance.now();
-  const hex = (n: number, len: number): string => n.toString(16).padStart(len, '0').slice(-len);
-  for (let start = 0; start < total; start += 10_000) {
-    const batch: ChangeInput[] = [];
-    for (let i = start; i < Math.min(total, start + 10_000); i++)
-      batch.push({
-        uri: `items/${hex(i >> 10, 4)}/${hex(i, 8)}/bitstream-${i}.pdf`,
-        change: 'created',
-        setName: 'default',
-        length: 1000 + (i % 5000),
-        type: 'application/pdf',
-        hashes: { md5: hex(i * 2654435761, 32), 'sha-256': hex(i * 40503, 64) },
-        lastmodMs: 1_700_000_000_000 + i,
-      });
-    await store.recordChanges(batch, { log: false });
-  }
+  await fillInventory(store, total);
   const fillMs = performance.now() - t;
   // Reopened, as a server finds it (the WAL checkpointed on close).
   await store.close();

@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openPgStore, openSqliteStore, Source } from '../src/source/index.js';
 import type { ChangeInput, SourceStore } from '../src/source/store.js';
+import { fillInventory, syntheticResource } from './synthetic.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string, dflt: number): number => {
@@ -34,19 +35,6 @@ const resources = opt('resources', 1_000_000);
 const batchSize = opt('batch', 1000);
 const pgUrl = process.env.RESOURCESYNC_TEST_PG;
 const mb = (n: number): string => `${(n / (1 << 20)).toFixed(0)} MB`;
-const hex = (n: number, len: number): string => n.toString(16).padStart(len, '0').slice(-len);
-
-function resource(i: number, change: ChangeInput['change'] = 'created'): ChangeInput {
-  return {
-    uri: `items/${hex(i >> 10, 4)}/${hex(i, 8)}/bitstream-${i}.pdf`,
-    change,
-    setName: 'default',
-    length: 1000 + (i % 5000),
-    type: 'application/pdf',
-    hashes: { md5: hex(i * 2654435761, 32), 'sha-256': hex(i * 40503, 64) },
-    lastmodMs: 1_700_000_000_000 + i,
-  };
-}
 
 if (only === undefined) {
   // Driver: one child per store.
@@ -84,7 +72,7 @@ if (only === undefined) {
       for (let start = 0; start < changes; start += batchSize) {
         const batch: ChangeInput[] = [];
         for (let i = start; i < Math.min(changes, start + batchSize); i++)
-          batch.push(resource(i % 100_000, i < 100_000 ? 'created' : 'updated'));
+          batch.push(syntheticResource(i % 100_000, i < 100_000 ? 'created' : 'updated'));
         await log.recordChanges(batch);
       }
       ms = performance.now() - t;
@@ -97,11 +85,7 @@ if (only === undefined) {
     let inv = await open('inv');
     stores.push(inv);
     t = performance.now();
-    for (let start = 0; start < resources; start += 10_000) {
-      const batch: ChangeInput[] = [];
-      for (let i = start; i < Math.min(resources, start + 10_000); i++) batch.push(resource(i));
-      await inv.recordChanges(batch, { log: false });
-    }
+    await fillInventory(inv, resources);
     ms = performance.now() - t;
     say(`fill     ${resources.toLocaleString('en')} resources in ${(ms / 1000).toFixed(1)} s`);
     await inv.close();
