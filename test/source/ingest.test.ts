@@ -8,6 +8,11 @@ import { openRepositorySource, type Repository, type RepositorySource } from '..
 import { createSourceServer } from '../../src/source/server.js';
 import { createIngestRoute, INGEST_PATH } from '../../src/source/ingest.js';
 import { tempDir } from './helpers.js';
+import { spawn } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 
 const TOKEN = 'a-long-enough-test-token';
 const MD5_A = '0cc175b9c0f1b6a831c399e269772661';
@@ -349,12 +354,14 @@ describe('push API: changes without length or hash (a repository Source over rea
 });
 
 describe('serve <dir> --ingest-token (the push API of the directory Source)', () => {
-  it('re-checks the pushed paths at once (no watcher), and refuses a wrong token', async () => {
-    const { spawn } = await import('node:child_process');
-    const { mkdir, writeFile } = await import('node:fs/promises');
-    const { fileURLToPath } = await import('node:url');
-    const { dirname } = await import('node:path');
-    const { setTimeout: sleep } = await import('node:timers/promises');
+  /**
+   * `serve <coll>` (a collection holding `a.txt`, no watcher) in a child with `args`, once it listens; `stop`
+   * ends it and removes its directory.
+   */
+  async function serveChild(
+    args: readonly string[],
+    env: NodeJS.ProcessEnv = process.env,
+  ): Promise<{ coll: string; listening: { url: string; ingest?: string }; stop: () => Promise<void> }> {
     const main = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'cli', 'main.js');
     const { dir, cleanup } = await tempDir();
     const coll = join(dir, 'coll');
@@ -362,22 +369,50 @@ describe('serve <dir> --ingest-token (the push API of the directory Source)', ()
     await writeFile(join(coll, 'a.txt'), 'a');
     const child = spawn(
       process.execPath,
-      [main, 'serve', coll, '--port', '0', '--json', '--no-watch', '--no-notify', '--state', join(dir, 'state')],
-      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RESOURCESYNC_INGEST_TOKEN: TOKEN } },
+      [
+        main,
+        'serve',
+        coll,
+        '--port',
+        '0',
+        '--json',
+        '--no-watch',
+        '--no-notify',
+        '--state',
+        join(dir, 'state'),
+        ...args,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'], env },
     );
+    const stop = async (): Promise<void> => {
+      if (child.exitCode === null) {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGTERM');
+        await exited;
+      }
+      await cleanup();
+    };
     let out = '';
     child.stdout.on('data', (c: Buffer) => {
       out += c.toString();
     });
-    try {
-      const end = Date.now() + 60_000;
-      let url: string | undefined;
-      while (url === undefined) {
-        const line = out.split('\n').find((l) => l.includes('"listening"'));
-        if (line !== undefined) url = (JSON.parse(line) as { url: string }).url;
-        else if (Date.now() > end || child.exitCode !== null) throw new Error(`serve did not start: ${out}`);
-        else await sleep(50);
+    const end = Date.now() + 60_000;
+    for (;;) {
+      const line = out.split('\n').find((l) => l.includes('"listening"'));
+      if (line !== undefined) return { coll, listening: JSON.parse(line) as { url: string; ingest?: string }, stop };
+      if (Date.now() > end || child.exitCode !== null) {
+        await stop();
+        throw new Error(`serve did not start: ${out}`);
       }
+      await sleep(50);
+    }
+  }
+
+  it('re-checks the pushed paths at once (no watcher), and refuses a wrong token', async () => {
+    const serve = await serveChild([], { ...process.env, RESOURCESYNC_INGEST_TOKEN: TOKEN });
+    const { coll } = serve;
+    const url = serve.listening.url;
+    try {
       await writeFile(join(coll, 'pushed.txt'), 'pushed');
       const push = (token: string) =>
         fetch(`${url}resourcesync/ingest`, {
@@ -448,54 +483,20 @@ describe('serve <dir> --ingest-token (the push API of the directory Source)', ()
       assert.equal(cl2.status, 200);
       assert.deepEqual(await cl2.json(), { checked: 1, created: 1, updated: 0, deleted: 0 });
     } finally {
-      if (child.exitCode === null) {
-        const exited = new Promise((resolve) => child.once('exit', resolve));
-        child.kill('SIGTERM');
-        await exited;
-      }
-      await cleanup();
+      await serve.stop();
     }
   });
 
   it('mounts the route under the base URL with a path (<base>resourcesync/ingest), as the help says', async () => {
-    const { spawn } = await import('node:child_process');
-    const { mkdir, writeFile } = await import('node:fs/promises');
-    const { fileURLToPath } = await import('node:url');
-    const { dirname } = await import('node:path');
-    const { setTimeout: sleep } = await import('node:timers/promises');
-    const main = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'cli', 'main.js');
-    const { dir, cleanup } = await tempDir();
-    const coll = join(dir, 'coll');
-    await mkdir(coll);
-    await writeFile(join(coll, 'a.txt'), 'a');
-    const args = ['serve', coll, '--port', '0', '--json', '--no-watch', '--no-notify', '--no-explorer'];
-    const child = spawn(
-      process.execPath,
-      [
-        main,
-        ...args,
-        '--base-url',
-        'http://repo.example.org/pub/',
-        '--state',
-        join(dir, 'state'),
-        '--ingest-token',
-        TOKEN,
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
+    const serve = await serveChild([
+      '--no-explorer',
+      '--base-url',
+      'http://repo.example.org/pub/',
+      '--ingest-token',
+      TOKEN,
+    ]);
+    const { coll, listening } = serve;
     try {
-      const end = Date.now() + 60_000;
-      let listening: { url: string; ingest?: string } | undefined;
-      while (listening === undefined) {
-        const line = out.split('\n').find((l) => l.includes('"listening"'));
-        if (line !== undefined) listening = JSON.parse(line) as { url: string; ingest?: string };
-        else if (Date.now() > end || child.exitCode !== null) throw new Error(`serve did not start: ${out}`);
-        else await sleep(50);
-      }
       assert.equal(listening.ingest, 'http://repo.example.org/pub/resourcesync/ingest');
       await writeFile(join(coll, 'b.txt'), 'b');
       const push = (path: string) =>
@@ -511,12 +512,7 @@ describe('serve <dir> --ingest-token (the push API of the directory Source)', ()
       assert.notEqual(outside.status, 200, 'not mounted outside the base path');
       await outside.body?.cancel();
     } finally {
-      if (child.exitCode === null) {
-        const exited = new Promise((resolve) => child.once('exit', resolve));
-        child.kill('SIGTERM');
-        await exited;
-      }
-      await cleanup();
+      await serve.stop();
     }
   });
 });
