@@ -8,7 +8,6 @@ import { isResourceSyncError } from '../../src/core/errors.js';
 import { BlobStore, openSqliteStore, type RecordedChange, Source } from '../../src/source/index.js';
 import { bytes, checkPackage, crawl, tempDir } from './helpers.js';
 
-/** The library API over a store, as a repository (not a directory) would use it. */
 /**
  * Runs `fn` with a Source over a fresh SQLite store (site under `<dir>/site`) whose every generation counts as
  * "big" (served stale and regenerated in the background) and that never regenerates on a timer.
